@@ -24,6 +24,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   WeightView output_norm;           // [1, hidden] F32
   WeightView output;                // [vocab, hidden]; == token_embd when tied
+  // Optional [1, rope_dim/2] F32 divisors of the RoPE frequencies (GGUF "rope_freqs.weight",
+  // written for Llama-3.1-style scaling); empty (data == nullptr) otherwise.
+  WeightView rope_freq_factors;
 };
 
 // A model ready to run: config, weights, tokenizer data. `storage` keeps the memory behind
