@@ -1,17 +1,60 @@
-// Llama-family forward pass over a batch of sequences, on any Backend.
+// Llama-family forward pass over a batch of sequences, on any Backend, with paged KV.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/kv/page_pool.h"
 #include "engine/model/model_weights.h"
 #include "kernels/backend.h"
 
 namespace kvserve {
 
+// One sequence's part of a step: new tokens appended to its cache.
+struct ForwardRequest {
+  absl::Span<const int32_t> tokens;  // new tokens, at positions start_pos, start_pos+1, ...
+  int64_t start_pos = 0;             // tokens the sequence has seen before this step
+  SequenceKv* kv = nullptr;
+  bool all_logits = false;           // logits for every new token, else only for the last
+};
+
+class LlamaForward {
+ public:
+  LlamaForward(const Model& model, Backend& backend, PagePool& pool);
+
+  // Runs one forward step. Appends logits rows [rows, vocab] to *logits: for each request
+  // in order, one row per new token if all_logits, else one row for its last token.
+  // Pages for the new tokens are taken first; if the pool cannot hold them the step fails
+  // with RESOURCE_EXHAUSTED before anything is changed.
+  absl::Status Step(absl::Span<const ForwardRequest> batch, std::vector<float>* logits);
+
+  const Model& model() const { return model_; }
+
+ private:
+  absl::Status ReservePages(absl::Span<const ForwardRequest> batch);
+  void Layer(int64_t l, int64_t n_tokens);
+
+  const Model& model_;
+  Backend& backend_;
+  PagePool& pool_;
+  std::vector<float> inv_freq_;  // [rope_dim / 2], scaling applied
+
+  // Per-step scratch, sized to the step's token count.
+  std::vector<int32_t> tokens_, positions_;
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
+  // Per-layer CSR page tables of the step.
+  std::vector<int32_t> q_indptr_, page_indptr_, page_indices_, kv_len_;
+  absl::Span<const ForwardRequest> batch_;
+};
+
+// RoPE inverse frequencies [rope_dim / 2] with the config's scaling and optional per-pair
+// divisors (GGUF rope_freqs) applied.
+std::vector<float> RopeInverseFrequencies(const ModelConfig& config, const WeightView& freq_factors);
+
 // Logits [tokens.size(), vocab] at every position of one sequence run with a full cache
-// from position 0. For tests and tools; the engine uses the batched API.
+// from position 0. For tests and tools; the engine uses LlamaForward directly.
 absl::StatusOr<std::vector<float>> ComputeAllLogits(const Model& model, Backend& backend,
                                                     absl::Span<const int32_t> tokens);
 

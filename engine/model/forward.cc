@@ -1,0 +1,202 @@
+// The Llama-family forward pass: embed -> [rmsnorm, qkv, rope, paged attention, o_proj,
+// residual, rmsnorm, SwiGLU mlp, residual] x L -> final norm -> logits.
+#include "engine/model/forward.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+namespace {
+
+const float* F32(const WeightView& w) { return static_cast<const float*>(w.data); }
+
+int64_t PagesFor(int64_t slots, int64_t page_size) { return (slots + page_size - 1) / page_size; }
+
+}  // namespace
+
+std::vector<float> RopeInverseFrequencies(const ModelConfig& c, const WeightView& freq_factors) {
+  const int64_t half = c.rope_dim / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    inv[i] = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.rope_dim));
+  }
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type == RopeScaling::Type::kLinear) {
+    for (float& f : inv) f /= s.factor;
+  } else if (s.type == RopeScaling::Type::kLlama3 && !freq_factors.data) {
+    // Long wavelengths are slowed by `factor`, short ones kept, the band between blended.
+    const float orig = static_cast<float>(s.original_max_positions);
+    const float low_wavelen = orig / s.low_freq_factor;
+    const float high_wavelen = orig / s.high_freq_factor;
+    for (float& f : inv) {
+      const float wavelen = 2.0f * std::numbers::pi_v<float> / f;
+      if (wavelen < high_wavelen) continue;
+      if (wavelen > low_wavelen) {
+        f /= s.factor;
+      } else {
+        const float smooth = (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0f - smooth) * f / s.factor + smooth * f;
+      }
+    }
+  }
+  if (freq_factors.data) {
+    // GGUF files carry the llama3 scaling precomputed as per-pair divisors.
+    for (int64_t i = 0; i < half && i < freq_factors.cols; ++i) inv[i] /= F32(freq_factors)[i];
+  }
+  return inv;
+}
+
+LlamaForward::LlamaForward(const Model& model, Backend& backend, PagePool& pool)
+    : model_(model), backend_(backend), pool_(pool),
+      inv_freq_(RopeInverseFrequencies(model.config, model.weights.rope_freq_factors)) {}
+
+absl::Status LlamaForward::ReservePages(absl::Span<const ForwardRequest> batch) {
+  const int64_t ps = pool_.shape().page_size;
+  int64_t needed = 0;
+  for (const ForwardRequest& r : batch) {
+    for (int64_t l = 0; l < model_.config.n_layers; ++l) {
+      const int64_t len = r.kv->layer_len[l] + static_cast<int64_t>(r.tokens.size());
+      needed += std::max<int64_t>(0, PagesFor(len, ps) - static_cast<int64_t>(r.kv->layer_pages[l].size()));
+    }
+  }
+  if (needed > pool_.free_pages()) {
+    return absl::ResourceExhaustedError(absl::StrCat("forward step needs ", needed,
+                                                     " more KV pages, ", pool_.free_pages(), " free"));
+  }
+  for (const ForwardRequest& r : batch) {
+    for (int64_t l = 0; l < model_.config.n_layers; ++l) {
+      const int64_t len = r.kv->layer_len[l] + static_cast<int64_t>(r.tokens.size());
+      const int64_t more = PagesFor(len, ps) - static_cast<int64_t>(r.kv->layer_pages[l].size());
+      if (more > 0) {
+        absl::Status st = pool_.Allocate(more, &r.kv->layer_pages[l]);
+        if (!st.ok()) return st;  // cannot happen after the check above
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LlamaForward::Step(absl::Span<const ForwardRequest> batch, std::vector<float>* logits) {
+  const ModelConfig& c = model_.config;
+  int64_t n = 0;
+  for (const ForwardRequest& r : batch) {
+    if (r.tokens.empty()) return absl::InvalidArgumentError("forward request with no tokens");
+    for (int32_t t : r.tokens) {
+      if (t < 0 || t >= c.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token id ", t, " is outside the vocabulary [0, ", c.vocab_size, ")"));
+      }
+    }
+    n += static_cast<int64_t>(r.tokens.size());
+  }
+  if (absl::Status st = ReservePages(batch); !st.ok()) return st;
+
+  batch_ = batch;
+  tokens_.clear();
+  positions_.clear();
+  q_indptr_.assign(1, 0);
+  for (const ForwardRequest& r : batch) {
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+      tokens_.push_back(r.tokens[i]);
+      positions_.push_back(static_cast<int32_t>(r.start_pos + static_cast<int64_t>(i)));
+    }
+    q_indptr_.push_back(static_cast<int32_t>(tokens_.size()));
+  }
+  const int64_t qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
+  x_.resize(n * c.hidden);
+  xn_.resize(n * c.hidden);
+  tmp_.resize(n * c.hidden);
+  q_.resize(n * qd);
+  attn_.resize(n * qd);
+  k_.resize(n * kvd);
+  v_.resize(n * kvd);
+  gate_.resize(n * c.ffn_hidden);
+  up_.resize(n * c.ffn_hidden);
+
+  backend_.Embed(model_.weights.token_embd, tokens_.data(), n, x_.data());
+  for (int64_t l = 0; l < c.n_layers; ++l) Layer(l, n);
+
+  // Final norm and the output head, only for the rows that need logits.
+  std::vector<int64_t> rows;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    if (batch[s].all_logits) {
+      for (int32_t t = q_indptr_[s]; t < q_indptr_[s + 1]; ++t) rows.push_back(t);
+    } else {
+      rows.push_back(q_indptr_[s + 1] - 1);
+    }
+  }
+  const int64_t nr = static_cast<int64_t>(rows.size());
+  for (int64_t i = 0; i < nr; ++i) {
+    std::copy_n(x_.data() + rows[i] * c.hidden, c.hidden, xn_.data() + i * c.hidden);
+  }
+  backend_.RmsNorm(xn_.data(), F32(model_.weights.output_norm), xn_.data(), nr, c.hidden, c.rms_eps);
+  const size_t base = logits->size();
+  logits->resize(base + static_cast<size_t>(nr * c.vocab_size));
+  backend_.MatMul(model_.weights.output, xn_.data(), logits->data() + base, nr);
+  return absl::OkStatus();
+}
+
+void LlamaForward::Layer(int64_t l, int64_t n) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.weights.layers[l];
+  const int64_t qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
+
+  backend_.RmsNorm(x_.data(), F32(w.attn_norm), xn_.data(), n, c.hidden, c.rms_eps);
+  backend_.MatMul(w.wq, xn_.data(), q_.data(), n);
+  backend_.MatMul(w.wk, xn_.data(), k_.data(), n);
+  backend_.MatMul(w.wv, xn_.data(), v_.data(), n);
+  if (c.qkv_bias) {
+    backend_.AddBias(q_.data(), F32(w.bq), n, qd);
+    backend_.AddBias(k_.data(), F32(w.bk), n, kvd);
+    backend_.AddBias(v_.data(), F32(w.bv), n, kvd);
+  }
+  backend_.Rope(q_.data(), positions_.data(), n, c.n_heads, c.head_dim, inv_freq_.data(), c.rope_dim, c.rope_neox);
+  backend_.Rope(k_.data(), positions_.data(), n, c.n_kv_heads, c.head_dim, inv_freq_.data(), c.rope_dim, c.rope_neox);
+
+  // This layer's page tables: each sequence grows by its new tokens.
+  page_indptr_.assign(1, 0);
+  page_indices_.clear();
+  kv_len_.clear();
+  for (const ForwardRequest& r : batch_) {
+    const auto& pages = r.kv->layer_pages[l];
+    page_indices_.insert(page_indices_.end(), pages.begin(), pages.end());
+    page_indptr_.push_back(static_cast<int32_t>(page_indices_.size()));
+    r.kv->layer_len[l] += static_cast<int64_t>(r.tokens.size());
+    kv_len_.push_back(static_cast<int32_t>(r.kv->layer_len[l]));
+  }
+  AttentionBatch ab{static_cast<int32_t>(batch_.size()), q_indptr_.data(), page_indptr_.data(),
+                    page_indices_.data(), kv_len_.data()};
+  const PagedKv kv = pool_.view();
+  backend_.WriteKv(kv, ab, k_.data(), v_.data());
+  AttentionShape shape{c.n_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  backend_.Attention(kv, ab, shape, q_.data(), attn_.data());
+
+  backend_.MatMul(w.wo, attn_.data(), tmp_.data(), n);
+  backend_.Add(x_.data(), tmp_.data(), n * c.hidden);
+
+  backend_.RmsNorm(x_.data(), F32(w.ffn_norm), xn_.data(), n, c.hidden, c.rms_eps);
+  backend_.MatMul(w.w_gate, xn_.data(), gate_.data(), n);
+  backend_.MatMul(w.w_up, xn_.data(), up_.data(), n);
+  backend_.SwiGlu(gate_.data(), up_.data(), gate_.data(), n * c.ffn_hidden);
+  backend_.MatMul(w.w_down, gate_.data(), tmp_.data(), n);
+  backend_.Add(x_.data(), tmp_.data(), n * c.hidden);
+}
+
+absl::StatusOr<std::vector<float>> ComputeAllLogits(const Model& model, Backend& backend,
+                                                    absl::Span<const int32_t> tokens) {
+  const ModelConfig& c = model.config;
+  PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim};
+  shape.num_pages = PagesFor(static_cast<int64_t>(tokens.size()), shape.page_size) * c.n_layers;
+  PagePool pool(shape);
+  SequenceKv seq(c.n_layers);
+  LlamaForward fwd(model, backend, pool);
+  std::vector<float> logits;
+  ForwardRequest req{tokens, 0, &seq, true};
+  if (absl::Status st = fwd.Step({&req, 1}, &logits); !st.ok()) return st;
+  seq.Release(pool);
+  return logits;
+}
+
+}  // namespace kvserve

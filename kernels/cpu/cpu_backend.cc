@@ -1,0 +1,46 @@
+// CpuBackend: the always-built reference backend, multi-threaded with OpenMP and OpenBLAS.
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/matmul.h"
+
+namespace kvserve {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string_view Name() const override { return "cpu"; }
+  void Embed(const WeightView& table, const int32_t* tokens, int64_t n, float* out) override {
+    cpu::Embed(table, tokens, n, out);
+  }
+  void RmsNorm(const float* x, const float* gain, float* out, int64_t n, int64_t dim,
+               float eps) override {
+    cpu::RmsNorm(x, gain, out, n, dim, eps);
+  }
+  void MatMul(const WeightView& w, const float* x, float* y, int64_t n) override {
+    cpu::MatMul(w, x, y, n);
+  }
+  void AddBias(float* y, const float* bias, int64_t n, int64_t dim) override {
+    cpu::AddBias(y, bias, n, dim);
+  }
+  void Rope(float* x, const int32_t* positions, int64_t n, int64_t n_heads, int64_t head_dim,
+            const float* inv_freq, int64_t rot_dim, bool neox) override {
+    cpu::Rope(x, positions, n, n_heads, head_dim, inv_freq, rot_dim, neox);
+  }
+  void WriteKv(const PagedKv& kv, const AttentionBatch& batch, const float* k,
+               const float* v) override {
+    cpu::WriteKv(kv, batch, k, v);
+  }
+  void Attention(const PagedKv& kv, const AttentionBatch& batch, const AttentionShape& shape,
+                 const float* q, float* out) override {
+    cpu::PagedAttention(kv, batch, shape, q, out);
+  }
+  void SwiGlu(const float* gate, const float* up, float* out, int64_t n) override {
+    cpu::SwiGlu(gate, up, out, n);
+  }
+  void Add(float* x, const float* y, int64_t n) override { cpu::Add(x, y, n); }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace kvserve

@@ -1,0 +1,174 @@
+// Quantized dot products: Q4_1 x Q8_1, Q4_0 x Q8_0, Q8_0 x Q8_0, scalar and AVX2.
+#include "kernels/cpu/quant_dot.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/cpu/fp16.h"
+#include "kernels/cpu/quant_blocks.h"
+
+namespace kvserve::cpu {
+
+DType ActivationTypeFor(DType w) {
+  switch (w) {
+    case DType::kQ4_1: return DType::kQ8_1;
+    case DType::kQ4_0:
+    case DType::kQ8_0: return DType::kQ8_0;
+    default: return DType::kF32;
+  }
+}
+
+namespace {
+
+// Quantizes one 32-block to int8 with scale amax/127; returns the scale and the int sum.
+float QuantizeBlock(const float* x, int8_t* q, int* sum) {
+  float amax = 0.0f;
+  for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  int s = 0;
+  for (int j = 0; j < kQK; ++j) {
+    q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));  // ties to even, like the SIMD path
+    s += q[j];
+  }
+  *sum = s;
+  return d;
+}
+
+// 32 unsigned nibbles of a Q4 block in element order: [low nibbles | high nibbles].
+inline __m256i UnpackNibbles(const uint8_t* qs) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(bytes, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+  return _mm256_set_m128i(hi, lo);
+}
+
+// Sum of u8 x s8 products of 32 lanes, as 8 int32 lanes converted to float.
+inline __m256 DotU8S8(__m256i u, __m256i s) {
+  const __m256i p16 = _mm256_maddubs_epi16(u, s);
+  const __m256i p32 = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+  return _mm256_cvtepi32_ps(p32);
+}
+
+inline float HorizontalSum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  __m128 hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_hadd_ps(lo, lo);
+  lo = _mm_hadd_ps(lo, lo);
+  return _mm_cvtss_f32(lo);
+}
+
+float DotQ4_1Q8_1Avx2(const BlockQ4_1* w, const BlockQ8_1* a, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i q4 = UnpackNibbles(w[b].qs);
+    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+    const __m256 scale = _mm256_set1_ps(HalfToFloat(w[b].d) * HalfToFloat(a[b].d));
+    acc = _mm256_fmadd_ps(DotU8S8(q4, q8), scale, acc);
+    mins += HalfToFloat(w[b].m) * HalfToFloat(a[b].s);
+  }
+  return HorizontalSum(acc) + mins;
+}
+
+float DotQ4_0Q8_0Avx2(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i eight = _mm256_set1_epi8(8);
+  for (int64_t b = 0; b < nb; ++b) {
+    // q4 - 8 is signed; maddubs needs one unsigned operand, so move the sign onto q8.
+    const __m256i q4 = _mm256_sub_epi8(UnpackNibbles(w[b].qs), eight);
+    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+    const __m256 scale = _mm256_set1_ps(HalfToFloat(w[b].d) * HalfToFloat(a[b].d));
+    acc = _mm256_fmadd_ps(DotU8S8(_mm256_sign_epi8(q4, q4), _mm256_sign_epi8(q8, q4)), scale, acc);
+  }
+  return HorizontalSum(acc);
+}
+
+float DotQ8_0Q8_0Avx2(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
+    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+    const __m256 scale = _mm256_set1_ps(HalfToFloat(w[b].d) * HalfToFloat(a[b].d));
+    acc = _mm256_fmadd_ps(DotU8S8(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qa, qw)), scale, acc);
+  }
+  return HorizontalSum(acc);
+}
+
+}  // namespace
+
+void QuantizeRowQ8_0(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_0*>(dst);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    int sum;
+    y[b].d = FloatToHalf(QuantizeBlock(x + b * kQK, y[b].qs, &sum));
+  }
+}
+
+void QuantizeRowQ8_1(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_1*>(dst);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    int sum;
+    const float d = QuantizeBlock(x + b * kQK, y[b].qs, &sum);
+    y[b].d = FloatToHalf(d);
+    y[b].s = FloatToHalf(d * static_cast<float>(sum));
+  }
+}
+
+float QuantDot(DType w, const void* w_row, const void* act_row, int64_t n) {
+  const int64_t nb = n / kQK;
+  switch (w) {
+    case DType::kQ4_1:
+      return DotQ4_1Q8_1Avx2(static_cast<const BlockQ4_1*>(w_row),
+                             static_cast<const BlockQ8_1*>(act_row), nb);
+    case DType::kQ4_0:
+      return DotQ4_0Q8_0Avx2(static_cast<const BlockQ4_0*>(w_row),
+                             static_cast<const BlockQ8_0*>(act_row), nb);
+    case DType::kQ8_0:
+      return DotQ8_0Q8_0Avx2(static_cast<const BlockQ8_0*>(w_row),
+                             static_cast<const BlockQ8_0*>(act_row), nb);
+    default:
+      return QuantDotReference(w, w_row, act_row, n);
+  }
+}
+
+float QuantDotReference(DType w, const void* w_row, const void* act_row, int64_t n) {
+  const int64_t nb = n / kQK;
+  float total = 0.0f;
+  if (w == DType::kQ4_1) {
+    const auto* x = static_cast<const BlockQ4_1*>(w_row);
+    const auto* y = static_cast<const BlockQ8_1*>(act_row);
+    for (int64_t b = 0; b < nb; ++b) {
+      int isum = 0;
+      for (int j = 0; j < kQK / 2; ++j) {
+        isum += (x[b].qs[j] & 0x0F) * y[b].qs[j] + (x[b].qs[j] >> 4) * y[b].qs[j + kQK / 2];
+      }
+      total += HalfToFloat(x[b].d) * HalfToFloat(y[b].d) * static_cast<float>(isum) +
+               HalfToFloat(x[b].m) * HalfToFloat(y[b].s);
+    }
+  } else if (w == DType::kQ4_0) {
+    const auto* x = static_cast<const BlockQ4_0*>(w_row);
+    const auto* y = static_cast<const BlockQ8_0*>(act_row);
+    for (int64_t b = 0; b < nb; ++b) {
+      int isum = 0;
+      for (int j = 0; j < kQK / 2; ++j) {
+        isum += ((x[b].qs[j] & 0x0F) - 8) * y[b].qs[j] + ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + kQK / 2];
+      }
+      total += HalfToFloat(x[b].d) * HalfToFloat(y[b].d) * static_cast<float>(isum);
+    }
+  } else if (w == DType::kQ8_0) {
+    const auto* x = static_cast<const BlockQ8_0*>(w_row);
+    const auto* y = static_cast<const BlockQ8_0*>(act_row);
+    for (int64_t b = 0; b < nb; ++b) {
+      int isum = 0;
+      for (int j = 0; j < kQK; ++j) isum += x[b].qs[j] * y[b].qs[j];
+      total += HalfToFloat(x[b].d) * HalfToFloat(y[b].d) * static_cast<float>(isum);
+    }
+  }
+  return total;
+}
+
+}  // namespace kvserve::cpu

@@ -1,0 +1,25 @@
+// Dot products of quantized weight rows with quantized activations (the decode hot path).
+// Activations are quantized per 32-element block, as GGML does, so results track llama.cpp.
+#pragma once
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace kvserve::cpu {
+
+// Type the activations are quantized to for a dot with a weight row of type w
+// (Q8_1 for Q4_1, Q8_0 for Q4_0 and Q8_0). kF32 means: no quantized dot for w.
+DType ActivationTypeFor(DType w);
+
+// x[n] -> n/32 blocks of Q8_0 / Q8_1 at dst.
+void QuantizeRowQ8_0(const float* x, void* dst, int64_t n);
+void QuantizeRowQ8_1(const float* x, void* dst, int64_t n);
+
+// Dot of one weight row (type w, n elements) with an activation row quantized to
+// ActivationTypeFor(w). Uses AVX2, part of the x86-64-v3 baseline.
+float QuantDot(DType w, const void* w_row, const void* act_row, int64_t n);
+
+// Plain scalar versions: the reference the SIMD versions are tested against.
+float QuantDotReference(DType w, const void* w_row, const void* act_row, int64_t n);
+
+}  // namespace kvserve::cpu
