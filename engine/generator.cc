@@ -1,0 +1,133 @@
+// Single-sequence generation loop over LlamaForward.
+#include "engine/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "engine/kv/page_pool.h"
+#include "engine/model/forward.h"
+#include "engine/model/sampler.h"
+#include "engine/model/stop_matcher.h"
+
+namespace kvserve {
+
+std::string_view FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kStopSequence: return "stop_sequence";
+    case FinishReason::kStopToken: return "stop_token";
+  }
+  return "?";
+}
+
+absl::Status ValidateGeneration(const Model& model, absl::Span<const int32_t> prompt,
+                                const GenerationOptions& o, int64_t max_context) {
+  if (prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
+  if (o.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens must be >= 1, got ", o.max_new_tokens));
+  }
+  const int64_t total = static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
+  if (static_cast<int64_t>(prompt.size()) > max_context) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt has ", prompt.size(),
+                                                   " tokens, the context limit is ", max_context));
+  }
+  if (total > max_context) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt (", prompt.size(), " tokens) + max_new_tokens (",
+                                                   o.max_new_tokens, ") = ", total,
+                                                   " exceeds the context limit ", max_context));
+  }
+  if (o.page_size < 1) return absl::InvalidArgumentError(absl::StrCat("page_size must be >= 1, got ", o.page_size));
+  if (o.prefill_chunk < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("prefill_chunk must be >= 1, got ", o.prefill_chunk));
+  }
+  for (int32_t id : o.stop_token_ids) {
+    if (id < 0 || id >= model.config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("stop token id ", id, " is outside [0, ",
+                                                     model.config.vocab_size, ")"));
+    }
+  }
+  return ValidateSamplingParams(o.sampling, static_cast<int32_t>(model.config.vocab_size));
+}
+
+absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& tokenizer,
+                                          Backend& backend, absl::Span<const int32_t> prompt,
+                                          const GenerationOptions& o,
+                                          const std::function<void(std::string_view)>& on_text,
+                                          bool keep_logits) {
+  using Clock = std::chrono::steady_clock;
+  const ModelConfig& c = model.config;
+  const int64_t max_len = static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
+  PagePoolShape shape{0, o.page_size, c.n_kv_heads, c.head_dim};
+  shape.num_pages = (max_len + o.page_size - 1) / o.page_size * c.n_layers;
+  PagePool pool(shape);
+  SequenceKv seq(c.n_layers);
+  LlamaForward forward(model, backend, pool);
+  Sampler sampler(o.sampling);
+  StopMatcher stops(o.stop_sequences);
+  StreamingDetokenizer detok(tokenizer);
+  GenerationResult result;
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  std::vector<float> logits;
+
+  auto emit = [&](const std::string& piece) {
+    if (piece.empty()) return;
+    result.text += piece;
+    if (on_text) on_text(piece);
+  };
+
+  const auto t0 = Clock::now();
+  int64_t pos = 0;
+  while (pos < static_cast<int64_t>(prompt.size())) {
+    const int64_t n = std::min<int64_t>(o.prefill_chunk, static_cast<int64_t>(prompt.size()) - pos);
+    logits.clear();
+    ForwardRequest req{prompt.subspan(pos, n), pos, &seq, false};
+    if (absl::Status st = forward.Step({&req, 1}, &logits); !st.ok()) return st;
+    pos += n;
+  }
+  const auto t1 = Clock::now();
+  result.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+
+  bool stopped = false;
+  for (int32_t step = 0; step < o.max_new_tokens && !stopped; ++step) {
+    if (keep_logits) result.step_logits.push_back(logits);
+    const int32_t id = sampler.Sample(logits, history);
+    if (!o.ignore_eos && tokenizer.IsEndOfGeneration(id)) {
+      result.finish_reason = FinishReason::kEos;
+      break;
+    }
+    result.tokens.push_back(id);
+    history.push_back(id);
+    if (std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), id) != o.stop_token_ids.end()) {
+      result.finish_reason = FinishReason::kStopToken;
+      break;
+    }
+    StopMatcher::Result r = stops.Push(detok.Push(id));
+    emit(r.emit);
+    if (r.stopped) {
+      result.finish_reason = FinishReason::kStopSequence;
+      stopped = true;
+      break;
+    }
+    if (step + 1 == o.max_new_tokens) break;  // no forward pass for a token we won't sample
+    logits.clear();
+    ForwardRequest req{absl::MakeConstSpan(&result.tokens.back(), 1), pos, &seq, false};
+    if (absl::Status st = forward.Step({&req, 1}, &logits); !st.ok()) return st;
+    ++pos;
+  }
+  if (!stopped) {
+    StopMatcher::Result r = stops.Push(detok.Flush());
+    emit(r.emit);
+    if (r.stopped) {
+      result.finish_reason = FinishReason::kStopSequence;
+    } else {
+      emit(stops.Flush());
+    }
+  }
+  result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  seq.Release(pool);
+  return result;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,52 @@
+// Generation of one sequence: prefill, then decode token by token with sampling and stops.
+// The continuous-batching scheduler replaces this loop for the server; the CLI and golden
+// tests use it directly.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_weights.h"
+#include "engine/model/sampling_params.h"
+#include "engine/model/tokenizer.h"
+#include "kernels/backend.h"
+
+namespace kvserve {
+
+enum class FinishReason { kLength, kEos, kStopSequence, kStopToken };
+std::string_view FinishReasonName(FinishReason r);
+
+struct GenerationOptions {
+  int32_t max_new_tokens = 128;
+  SamplingParams sampling;
+  std::vector<std::string> stop_sequences;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int64_t page_size = 16;
+  int64_t prefill_chunk = 512;  // prompt tokens per forward step
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;       // generated ids (a stop token is included, EOS is not)
+  std::vector<std::vector<float>> step_logits;  // only when keep_logits
+  std::string text;                  // detokenized, cut before a matched stop sequence
+  FinishReason finish_reason = FinishReason::kLength;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+};
+
+// Checks the request against the model; the message names the bad value.
+absl::Status ValidateGeneration(const Model& model, absl::Span<const int32_t> prompt,
+                                const GenerationOptions& options, int64_t max_context);
+
+// on_text receives the completion as it is produced (never a split UTF-8 character).
+absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& tokenizer,
+                                          Backend& backend, absl::Span<const int32_t> prompt,
+                                          const GenerationOptions& options,
+                                          const std::function<void(std::string_view)>& on_text = {},
+                                          bool keep_logits = false);
+
+}  // namespace kvserve

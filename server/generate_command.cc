@@ -1,0 +1,150 @@
+// `kvserve generate` and `kvserve tokenize`: run the model from the command line.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/generator.h"
+#include "engine/model/chat_template.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/tokenizer.h"
+#include "kernels/backend.h"
+#include "server/cli_args.h"
+
+namespace kvserve {
+namespace {
+
+int Fail(const absl::Status& st) {
+  std::fprintf(stderr, "kvserve: %s\n", std::string(st.message()).c_str());
+  return 1;
+}
+
+#define KV_ASSIGN_OR_FAIL(lhs, expr)      \
+  auto lhs##_or = (expr);                 \
+  if (!lhs##_or.ok()) return Fail(lhs##_or.status()); \
+  auto& lhs = *lhs##_or
+
+absl::StatusOr<GenerationOptions> OptionsFromArgs(const CliArgs& a) {
+  GenerationOptions o;
+  auto i64 = [&](const char* name, int64_t def) { return a.GetInt(name, def); };
+  auto f64 = [&](const char* name, double def) { return a.GetDouble(name, def); };
+  absl::StatusOr<int64_t> max_new = i64("max-new-tokens", 128), top_k = i64("top-k", 0),
+                          page = i64("page-size", 16), chunk = i64("prefill-chunk", 512),
+                          seed = i64("seed", 0);
+  absl::StatusOr<double> temp = f64("temperature", 0), top_p = f64("top-p", 1), min_p = f64("min-p", 0),
+                         rep = f64("repetition-penalty", 1);
+  for (const absl::Status& st : {max_new.status(), top_k.status(), page.status(), chunk.status(),
+                                 seed.status(), temp.status(), top_p.status(), min_p.status(), rep.status()}) {
+    if (!st.ok()) return st;
+  }
+  if (*max_new < 1 || *max_new > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-new-tokens must be >= 1, got ", *max_new));
+  }
+  if (*top_k < 0 || *top_k > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("--top-k must be >= 0, got ", *top_k));
+  }
+  o.max_new_tokens = static_cast<int32_t>(*max_new);
+  o.page_size = *page;
+  o.prefill_chunk = *chunk;
+  o.sampling.temperature = static_cast<float>(*temp);
+  o.sampling.top_k = static_cast<int32_t>(*top_k);
+  o.sampling.top_p = static_cast<float>(*top_p);
+  o.sampling.min_p = static_cast<float>(*min_p);
+  o.sampling.repetition_penalty = static_cast<float>(*rep);
+  o.sampling.seed = static_cast<uint64_t>(*seed);
+  o.stop_sequences = a.GetAll("stop");
+  for (const std::string& s : a.GetAll("stop-token-id")) {
+    int32_t id;
+    if (!absl::SimpleAtoi(s, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat("--stop-token-id must be an integer, got '", s, "'"));
+    }
+    o.stop_token_ids.push_back(id);
+  }
+  o.ignore_eos = a.Flag("ignore-eos");
+  return o;
+}
+
+}  // namespace
+
+int RunGenerate(int argc, char** argv) {
+  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv,
+                                         {"model", "prompt", "system", "max-new-tokens", "temperature",
+                                          "top-k", "top-p", "min-p", "repetition-penalty", "seed", "stop",
+                                          "stop-token-id", "max-context", "page-size", "prefill-chunk"},
+                                         {"chat", "ignore-eos", "timing", "help"}));
+  if (args.Flag("help")) {
+    std::fprintf(stderr,
+                 "kvserve generate --model PATH|random:PRESET --prompt TEXT [--chat [--system TEXT]]\n"
+                 "  [--max-new-tokens N=128] [--temperature T=0 (greedy)] [--top-k K] [--top-p P]\n"
+                 "  [--min-p P] [--repetition-penalty R] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
+                 "  [--ignore-eos] [--max-context N] [--page-size N=16] [--prefill-chunk N=512] [--timing]\n");
+    return 0;
+  }
+  auto model_spec = args.Get("model");
+  if (!model_spec) return Fail(absl::InvalidArgumentError("--model is required"));
+  auto prompt_text = args.Get("prompt");
+  if (!prompt_text || prompt_text->empty()) return Fail(absl::InvalidArgumentError("--prompt is empty"));
+  KV_ASSIGN_OR_FAIL(options, OptionsFromArgs(args));
+  KV_ASSIGN_OR_FAIL(model, LoadModel(*model_spec));
+  KV_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
+
+  std::string text = *prompt_text;
+  if (args.Flag("chat")) {
+    std::vector<ChatMessage> msgs;
+    if (auto sys = args.Get("system")) msgs.push_back({"system", *sys});
+    msgs.push_back({"user", text});
+    KV_ASSIGN_OR_FAIL(rendered, RenderChat(model.tokenizer, msgs, true));
+    text = rendered;
+  }
+  std::vector<int32_t> prompt = tokenizer.Encode(text, tokenizer.add_bos(), /*parse_special=*/true);
+
+  KV_ASSIGN_OR_FAIL(max_context, args.GetInt("max-context", model.config.max_context));
+  if (args.Has("max-context") && max_context > model.config.max_context) {
+    std::fprintf(stderr,
+                 "kvserve: warning: --max-context %lld is beyond the model's trained context %lld; "
+                 "RoPE positions past it were never seen in training and quality will degrade\n",
+                 static_cast<long long>(max_context), static_cast<long long>(model.config.max_context));
+  }
+  if (absl::Status st = ValidateGeneration(model, prompt, options, max_context); !st.ok()) {
+    if (static_cast<int64_t>(prompt.size()) > max_context && !args.Has("max-context")) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat(st.message(), " (pass --max-context to go beyond it)")));
+    }
+    return Fail(st);
+  }
+  auto backend = MakeCpuBackend();
+  auto result = Generate(model, tokenizer, *backend, prompt, options, [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  if (!result.ok()) return Fail(result.status());
+  std::fputc('\n', stdout);
+  if (args.Flag("timing")) {
+    std::fprintf(stderr,
+                 "prompt %zu tokens, prefill %.3f s (%.1f tok/s); generated %zu tokens, decode %.3f s "
+                 "(%.1f tok/s); finish: %s\n",
+                 prompt.size(), result->prefill_seconds, prompt.size() / result->prefill_seconds,
+                 result->tokens.size(), result->decode_seconds,
+                 result->tokens.size() > 1 ? (result->tokens.size() - 1) / result->decode_seconds : 0.0,
+                 std::string(FinishReasonName(result->finish_reason)).c_str());
+  }
+  return 0;
+}
+
+int RunTokenize(int argc, char** argv) {
+  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, {"model", "text"}, {"no-special", "add-bos"}));
+  auto model_spec = args.Get("model");
+  if (!model_spec) return Fail(absl::InvalidArgumentError("--model is required"));
+  auto text = args.Get("text");
+  if (!text) return Fail(absl::InvalidArgumentError("--text is required"));
+  KV_ASSIGN_OR_FAIL(model, LoadModel(*model_spec));
+  KV_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
+  std::vector<int32_t> ids = tokenizer.Encode(*text, args.Flag("add-bos"), !args.Flag("no-special"));
+  std::cout << absl::StrJoin(ids, " ") << "\n";
+  return 0;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,36 @@
+// The kvserve binary: subcommands generate, tokenize (and serve, once the gRPC server lands).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace kvserve {
+int RunGenerate(int argc, char** argv);
+int RunTokenize(int argc, char** argv);
+}  // namespace kvserve
+
+namespace {
+
+void PrintUsage() {
+  std::fprintf(stderr,
+               "usage: kvserve <command> [flags]\n"
+               "commands:\n"
+               "  generate  --model PATH|random:PRESET --prompt TEXT [--chat] [--max-new-tokens N]\n"
+               "            [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S] ...\n"
+               "  tokenize  --model PATH --text TEXT\n"
+               "run 'kvserve <command> --help' for every flag.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    PrintUsage();
+    return argc < 2 ? 2 : 0;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "generate") return kvserve::RunGenerate(argc - 1, argv + 1);
+  if (cmd == "tokenize") return kvserve::RunTokenize(argc - 1, argv + 1);
+  std::fprintf(stderr, "kvserve: unknown command '%s'\n", cmd.c_str());
+  PrintUsage();
+  return 2;
+}
