@@ -37,25 +37,40 @@ void MatMulQuantDot(const WeightView& w, const float* x, float* y, int64_t n, DT
   }
 }
 
-// Rows per dequantized tile: bounds the scratch to ~64 MB for the widest weights.
-int64_t TileRows(int64_t cols) { return std::max<int64_t>(64, (int64_t{16} << 20) / cols); }
+// Each OpenMP thread dequantizes a tile of weight rows and runs a single-threaded sgemm on
+// it. OpenBLAS's own thread pool stays at one thread: two spinning pools on the same cores
+// (OpenMP for our loops, pthreads inside OpenBLAS) made prefill 7x slower here.
+constexpr int64_t kTileRows = 64;
+
+void UseSingleThreadedBlas() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
 
 void MatMulDequantBlas(const WeightView& w, const float* x, float* y, int64_t n) {
-  if (w.dtype == DType::kF32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w.rows, w.cols, 1.0f, x, w.cols,
-                static_cast<const float*>(w.data), w.cols, 0.0f, y, w.rows);
-    return;
-  }
-  const int64_t tile = std::min(w.rows, TileRows(w.cols));
-  thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<size_t>(tile * w.cols));
-  float* s = scratch.data();
-  for (int64_t r0 = 0; r0 < w.rows; r0 += tile) {
-    const int64_t rows = std::min(tile, w.rows - r0);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) DequantizeRow(w.dtype, RowPtr(w, r0 + r), s + r * w.cols, w.cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, w.cols, 1.0f, x, w.cols, s,
-                w.cols, 0.0f, y + r0, w.rows);
+  UseSingleThreadedBlas();
+  const int64_t n_tiles = (w.rows + kTileRows - 1) / kTileRows;
+#pragma omp parallel
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t tile = 0; tile < n_tiles; ++tile) {
+      const int64_t r0 = tile * kTileRows;
+      const int64_t rows = std::min(kTileRows, w.rows - r0);
+      const float* wt;
+      if (w.dtype == DType::kF32) {
+        wt = static_cast<const float*>(w.data) + r0 * w.cols;
+      } else {
+        scratch.resize(static_cast<size_t>(rows * w.cols));
+        for (int64_t r = 0; r < rows; ++r) DequantizeRow(w.dtype, RowPtr(w, r0 + r), scratch.data() + r * w.cols, w.cols);
+        wt = scratch.data();
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, w.cols, 1.0f, x, w.cols, wt,
+                  w.cols, 0.0f, y + r0, w.rows);
+    }
   }
 }
 

@@ -26,7 +26,7 @@ float QuantizeBlock(const float* x, int8_t* q, int* sum) {
   float amax = 0.0f;
   for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;  // not 1/d: GGML rounds this way
   int s = 0;
   for (int j = 0; j < kQK; ++j) {
     q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));  // ties to even, like the SIMD path

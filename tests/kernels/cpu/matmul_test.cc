@@ -43,7 +43,7 @@ TEST_P(MatMulTest, MatchesReference) {
   std::vector<float> y(n * rows), ref(n * rows);
   MatMul(w, x.data(), y.data(), n);
   MatMulReference(w, x.data(), ref.data(), n);
-  // Quantized activations (few tokens) cost ~1%; the BLAS path is fp32-exact up to rounding.
+  // Quantized activations cost ~1%; the BLAS path is fp32-exact up to rounding.
   const bool quantized_path = type != DType::kF32 && n < kQuantDotMaxTokens;
   const float tol = (quantized_path ? 1e-2f : 1e-5f) * MaxAbs(ref) + 1e-6f;
   for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], tol) << "at " << i;

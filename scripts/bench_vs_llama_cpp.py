@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Prefill and decode throughput of kvserve vs llama.cpp (llama-cpp-python) in the same run.
+
+Both get the same GGUF, the same token ids, the same thread count; best of --repeats.
+The peer is a PyPI package installed outside the repo (never linked into kvserve):
+    python3 -m venv /opt/golden-venv && /opt/golden-venv/bin/pip install llama-cpp-python==0.3.36
+    /opt/golden-venv/bin/python scripts/bench_vs_llama_cpp.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf
+"""
+import argparse
+import json
+import os
+import subprocess
+import time
+
+
+def bench_llama_cpp(model, prompt, n_new, threads, repeats):
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=model, n_ctx=len(prompt) + n_new + 8, n_batch=512,
+                          n_threads=threads, n_threads_batch=threads, verbose=False)
+    best_p, best_d = 1e30, 1e30
+    for _ in range(repeats):
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(prompt)
+        t1 = time.perf_counter()
+        for _ in range(n_new):
+            logits = llm.scores[llm.n_tokens - 1]
+            llm.eval([int(logits.argmax())])
+        t2 = time.perf_counter()
+        best_p, best_d = min(best_p, t1 - t0), min(best_d, t2 - t1)
+    return {"engine": "llama.cpp " + llama_cpp.__version__, "prefill_tok_s": len(prompt) / best_p,
+            "decode_tok_s": n_new / best_d}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--kvserve", default="build/kvserve")
+    ap.add_argument("--prompt-tokens", type=int, default=512)
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    vocab = 49152
+    prompt = [(i * 7919 + 13) % vocab for i in range(a.prompt_tokens)]  # same ids as `kvserve bench`
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads))
+    ours = json.loads(subprocess.check_output(
+        [a.kvserve, "bench", "--model", a.model, "--prompt-tokens", str(a.prompt_tokens),
+         "--new-tokens", str(a.new_tokens), "--repeats", str(a.repeats)], env=env))
+    peer = bench_llama_cpp(a.model, prompt, a.new_tokens, a.threads, a.repeats)
+    print(f"threads={a.threads} prompt={a.prompt_tokens} new={a.new_tokens} repeats={a.repeats}")
+    print(f"{'engine':<22}{'prefill tok/s':>15}{'decode tok/s':>15}")
+    for r in (ours, peer):
+        print(f"{r['engine']:<22}{r['prefill_tok_s']:>15.1f}{r['decode_tok_s']:>15.1f}")
+    print(f"{'kvserve / llama.cpp':<22}{ours['prefill_tok_s'] / peer['prefill_tok_s']:>15.2f}"
+          f"{ours['decode_tok_s'] / peer['decode_tok_s']:>15.2f}")
+
+
+if __name__ == "__main__":
+    main()
