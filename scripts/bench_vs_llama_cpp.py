@@ -12,6 +12,8 @@ import os
 import subprocess
 import time
 
+import numpy as np
+
 
 def bench_llama_cpp(model, prompt, n_new, threads, repeats):
     import llama_cpp
@@ -24,7 +26,8 @@ def bench_llama_cpp(model, prompt, n_new, threads, repeats):
         llm.eval(prompt)
         t1 = time.perf_counter()
         for _ in range(n_new):
-            logits = llm.scores[llm.n_tokens - 1]
+            ptr = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+            logits = np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),))
             llm.eval([int(logits.argmax())])
         t2 = time.perf_counter()
         best_p, best_d = min(best_p, t1 - t0), min(best_d, t2 - t1)
