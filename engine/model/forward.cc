@@ -68,11 +68,8 @@ absl::Status LlamaForward::ReservePages(absl::Span<const ForwardRequest> batch) 
   for (const ForwardRequest& r : batch) {
     for (int64_t l = 0; l < model_.config.n_layers; ++l) {
       const int64_t len = r.kv->layer_len[l] + static_cast<int64_t>(r.tokens.size());
-      const int64_t more = PagesFor(len, ps) - static_cast<int64_t>(r.kv->layer_pages[l].size());
-      if (more > 0) {
-        absl::Status st = pool_.Allocate(more, &r.kv->layer_pages[l]);
-        if (!st.ok()) return st;  // cannot happen after the check above
-      }
+      // A reserved sequence draws from its reservation, others from unpromised pages.
+      if (absl::Status st = r.kv->GrowLayer(pool_, l, len); !st.ok()) return st;
     }
   }
   return absl::OkStatus();
