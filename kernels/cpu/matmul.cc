@@ -28,11 +28,16 @@ void MatMulQuantDot(const WeightView& w, const float* x, float* y, int64_t n, DT
     }
   }
   const uint8_t* a = act.data();
+  const int64_t row_bytes = RowBytes(w.dtype, w.cols);
+  constexpr int64_t kRowsPerTask = 16;  // even, so Q4_1 row pairs never straddle two tasks
+  const int64_t n_tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < w.rows; ++r) {
-    const uint8_t* wr = RowPtr(w, r);
+  for (int64_t task = 0; task < n_tasks; ++task) {
+    const int64_t r0 = task * kRowsPerTask;
+    const int64_t rows = std::min(kRowsPerTask, w.rows - r0);
     for (int64_t t = 0; t < n; ++t) {
-      y[t * w.rows + r] = QuantDot(w.dtype, wr, a + t * act_row_bytes, w.cols);
+      QuantDotRows(w.dtype, RowPtr(w, r0), row_bytes, rows, a + t * act_row_bytes, w.cols,
+                   y + t * w.rows + r0, 1);
     }
   }
 }

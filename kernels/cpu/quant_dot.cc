@@ -98,7 +98,38 @@ float DotQ8_0Q8_0Avx2(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
   return HorizontalSum(acc);
 }
 
+// Two Q4_1 rows against one Q8_1 activation row.
+void DotQ4_1Q8_1TwoRowsAvx2(const BlockQ4_1* w0, const BlockQ4_1* w1, const BlockQ8_1* a,
+                            int64_t nb, float* out0, float* out1) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float mins0 = 0.0f, mins1 = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+    const float da = HalfToFloat(a[b].d), sa = HalfToFloat(a[b].s);
+    acc0 = _mm256_fmadd_ps(DotU8S8(UnpackNibbles(w0[b].qs), q8), _mm256_set1_ps(HalfToFloat(w0[b].d) * da), acc0);
+    acc1 = _mm256_fmadd_ps(DotU8S8(UnpackNibbles(w1[b].qs), q8), _mm256_set1_ps(HalfToFloat(w1[b].d) * da), acc1);
+    mins0 += HalfToFloat(w0[b].m) * sa;
+    mins1 += HalfToFloat(w1[b].m) * sa;
+  }
+  *out0 = HorizontalSum(acc0) + mins0;
+  *out1 = HorizontalSum(acc1) + mins1;
+}
+
 }  // namespace
+
+void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows,
+                  const void* act_row, int64_t n, float* out, int64_t out_stride) {
+  int64_t r = 0;
+  if (w == DType::kQ4_1) {
+    const auto* a = static_cast<const BlockQ8_1*>(act_row);
+    for (; r + 2 <= n_rows; r += 2) {
+      DotQ4_1Q8_1TwoRowsAvx2(reinterpret_cast<const BlockQ4_1*>(w_rows + r * row_bytes),
+                             reinterpret_cast<const BlockQ4_1*>(w_rows + (r + 1) * row_bytes), a,
+                             n / kQK, out + r * out_stride, out + (r + 1) * out_stride);
+    }
+  }
+  for (; r < n_rows; ++r) out[r * out_stride] = QuantDot(w, w_rows + r * row_bytes, act_row, n);
+}
 
 void QuantizeRowQ8_0(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ8_0*>(dst);

@@ -19,6 +19,12 @@ void QuantizeRowQ8_1(const float* x, void* dst, int64_t n);
 // ActivationTypeFor(w). Uses AVX2, part of the x86-64-v3 baseline.
 float QuantDot(DType w, const void* w_row, const void* act_row, int64_t n);
 
+// out[r * out_stride] = QuantDot of rows r in [0, n_rows) (row r at w_rows + r * row_bytes)
+// with one activation row. Q4_1 rows go two at a time so each activation block is loaded
+// once per pair — the decode hot loop.
+void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows,
+                  const void* act_row, int64_t n, float* out, int64_t out_stride);
+
 // Plain scalar versions: the reference the SIMD versions are tested against.
 float QuantDotReference(DType w, const void* w_row, const void* act_row, int64_t n);
 

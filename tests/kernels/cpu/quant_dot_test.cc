@@ -49,6 +49,23 @@ TEST_P(QuantDotTest, CloseToFloatDotOfDequantizedRow) {
   EXPECT_NEAR(QuantDot(w, row.data(), act.data(), n), exact, 0.01 * magnitude);
 }
 
+TEST_P(QuantDotTest, RowsKernelEqualsOneRowAtATime) {
+  const DType w = GetParam();
+  const int64_t n = 576, rows = 7;  // odd: the paired Q4_1 loop must handle a leftover row
+  auto weights = RandomQuantRows(w, rows, n, 21);
+  auto x = RandomFloats(n, 22, 2.0f);
+  std::vector<uint8_t> act(RowBytes(ActivationTypeFor(w), n));
+  if (ActivationTypeFor(w) == DType::kQ8_1) QuantizeRowQ8_1(x.data(), act.data(), n);
+  else QuantizeRowQ8_0(x.data(), act.data(), n);
+  std::vector<float> out(rows * 3, -1.0f);
+  QuantDotRows(w, weights.data(), RowBytes(w, n), rows, act.data(), n, out.data(), 3);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float one = QuantDotReference(w, weights.data() + r * RowBytes(w, n), act.data(), n);
+    EXPECT_NEAR(out[r * 3], one, 1e-4f * (1.0f + std::fabs(one))) << "row " << r;
+    EXPECT_EQ(out[r * 3 + 1], -1.0f);  // the stride is respected
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, QuantDotTest,
                          ::testing::Values(DType::kQ4_1, DType::kQ4_0, DType::kQ8_0),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
