@@ -1,0 +1,96 @@
+// The engine loop thread around the Scheduler.
+#include "engine/scheduler/engine.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenizer& tokenizer,
+                                                      Backend& backend, const EngineConfig& config) {
+  if (config.page_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--page-size must be >= 1, got ", config.page_size));
+  }
+  if (config.num_pages < 1 || config.num_pages > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("KV pool must have 1 to ", INT32_MAX, " pages, got ",
+                                                   config.num_pages));
+  }
+  if (absl::Status st = ValidateSchedulerConfig(config.scheduler); !st.ok()) return st;
+  return std::unique_ptr<Engine>(new Engine(model, tokenizer, backend, config));
+}
+
+Engine::Engine(const Model& model, const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config)
+    : pool_({config.num_pages, config.page_size, model.config.n_kv_heads, model.config.head_dim}),
+      scheduler_(model, tokenizer, backend, pool_, config.scheduler) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Engine::~Engine() {
+  std::vector<SinkDelivery> last;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    scheduler_.AbortAll();
+    last = scheduler_.TakeDeliveries();
+  }
+  work_.notify_all();
+  thread_.join();
+  Deliver(std::move(last));
+}
+
+void Engine::Deliver(std::vector<SinkDelivery> deliveries) {
+  for (const SinkDelivery& d : deliveries) {
+    if (*d.sink) (*d.sink)(d.event);
+  }
+}
+
+void Engine::Loop() {
+  for (;;) {
+    std::vector<SinkDelivery> out;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_.wait(lock, [&] { return stop_ || !scheduler_.idle(); });
+      if (stop_) return;
+      // A failed step already told the affected sinks; the loop carries on with the rest.
+      (void)scheduler_.Step();
+      out = scheduler_.TakeDeliveries();
+    }
+    Deliver(std::move(out));
+  }
+}
+
+absl::StatusOr<RequestHandle> Engine::Submit(EngineRequest request) {
+  absl::StatusOr<RequestHandle> h;
+  std::vector<SinkDelivery> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    h = scheduler_.Submit(std::move(request));
+    out = scheduler_.TakeDeliveries();
+  }
+  work_.notify_one();
+  Deliver(std::move(out));
+  return h;
+}
+
+absl::Status Engine::Abort(RequestHandle handle) {
+  absl::Status st;
+  std::vector<SinkDelivery> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = scheduler_.Abort(handle);
+    out = scheduler_.TakeDeliveries();
+  }
+  Deliver(std::move(out));
+  return st;
+}
+
+PagePoolStats Engine::pool_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pool_.stats();
+}
+
+absl::Status Engine::CheckInvariants() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return scheduler_.CheckInvariants();
+}
+
+}  // namespace kvserve

@@ -1,0 +1,51 @@
+// The serving engine: owns the KV page pool and runs the Scheduler's loop on its own
+// thread. Submit and Abort are safe from any thread.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "engine/kv/page_pool.h"
+#include "engine/scheduler/scheduler.h"
+
+namespace kvserve {
+
+struct EngineConfig {
+  int64_t num_pages = 0;   // KV pool size (see kv_memory.h for sizing from bytes)
+  int64_t page_size = 16;  // tokens per page
+  SchedulerConfig scheduler;
+};
+
+class Engine {
+ public:
+  // Validates the config (messages name the flag and value) and starts the loop thread.
+  // model, tokenizer and backend must outlive the engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Start(const Model& model, const Tokenizer& tokenizer,
+                                                       Backend& backend, const EngineConfig& config);
+  // Cancels what is left (sinks get CANCELLED) and joins the loop thread.
+  ~Engine();
+
+  // See Scheduler::Submit. Waits at most one forward step for the engine lock.
+  absl::StatusOr<RequestHandle> Submit(EngineRequest request);
+  // See Scheduler::Abort: the pages are back in the pool when this returns.
+  absl::Status Abort(RequestHandle handle);
+  PagePoolStats pool_stats() const;
+  absl::Status CheckInvariants() const;
+
+ private:
+  Engine(const Model& model, const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config);
+  void Loop();
+  void Deliver(std::vector<SinkDelivery> deliveries);
+
+  PagePool pool_;
+  mutable std::mutex mu_;  // guards scheduler_ and stop_; held for a whole step
+  std::condition_variable work_;
+  Scheduler scheduler_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,43 @@
+// What a client hands the engine (EngineRequest) and what it gets back, token by token,
+// through its sink (StreamEvent).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/generator.h"
+#include "engine/model/sampling_params.h"
+
+namespace kvserve {
+
+using RequestHandle = uint64_t;
+
+struct StreamEvent {
+  int32_t token = -1;      // the generated id; -1 on the final event
+  std::string text;        // text that became safe to show with this event (may be empty)
+  bool finished = false;   // the last event of the request
+  FinishReason finish_reason = FinishReason::kLength;  // valid when finished and status ok
+  absl::Status status;     // CANCELLED after Abort, another error if the step failed
+};
+
+// Called on the engine thread (never while the engine holds its lock, so it may Submit or
+// Abort); it should return quickly because the next step waits for it.
+using RequestSink = std::function<void(const StreamEvent&)>;
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;
+  int32_t max_new_tokens = 128;
+  SamplingParams sampling;
+  std::vector<std::string> stop_sequences;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  // KV compression settings; carried now, used once compression lands.
+  std::string kv_policy;                 // e.g. "snapkv"; empty = keep the full cache
+  double kv_budget = 0;                  // fraction of the prompt (<= 1) or tokens (> 1)
+  std::vector<int64_t> layer_quota;      // tokens per layer; empty or one per layer
+  RequestSink sink;
+};
+
+}  // namespace kvserve

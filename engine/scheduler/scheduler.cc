@@ -1,0 +1,258 @@
+// The continuous-batching step: admission, batch building, sampling and stops per sequence.
+#include "engine/scheduler/scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine/kv/kv_memory.h"
+#include "engine/model/sampler.h"
+#include "engine/model/stop_matcher.h"
+#include "engine/model/streaming_detokenizer.h"
+
+namespace kvserve {
+
+struct Scheduler::Sequence {
+  Sequence(RequestHandle h, EngineRequest r, int64_t n_layers, int64_t peak, const Tokenizer& tok)
+      : handle(h), request(std::move(r)), kv(n_layers), peak_pages(peak),
+        sink(std::make_shared<const RequestSink>(std::move(request.sink))),
+        sampler(request.sampling), stops(request.stop_sequences), detok(tok),
+        history(request.prompt) {}
+
+  RequestHandle handle;
+  EngineRequest request;
+  SequenceKv kv;
+  int64_t peak_pages;
+  std::shared_ptr<const RequestSink> sink;
+  Sampler sampler;
+  StopMatcher stops;
+  StreamingDetokenizer detok;
+  std::vector<int32_t> history;  // prompt + generated; the sampler's penalty window
+  int64_t cached = 0;            // tokens of history already in the KV cache
+  int32_t generated = 0;
+  bool done = false;
+
+  int64_t prompt_len() const { return static_cast<int64_t>(request.prompt.size()); }
+  bool prefilling() const { return cached < prompt_len(); }
+};
+
+absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
+  auto bad = [](const char* flag, int64_t v, const char* rule) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " must be ", rule, ", got ", v));
+  };
+  if (c.max_batch_tokens < 1) return bad("--max-batch-tokens", c.max_batch_tokens, ">= 1");
+  if (c.prefill_chunk < 1) return bad("--prefill-chunk", c.prefill_chunk, ">= 1");
+  if (c.max_waiting < 0) return bad("--max-waiting", c.max_waiting, ">= 0");
+  if (c.max_context < 0) return bad("--max-context", c.max_context, ">= 0 (0 = the model's)");
+  return absl::OkStatus();
+}
+
+Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, Backend& backend, PagePool& pool,
+                     const SchedulerConfig& config)
+    : model_(model), tokenizer_(tokenizer), pool_(pool), config_(config), forward_(model, backend, pool) {}
+
+Scheduler::~Scheduler() { AbortAll(); }
+
+absl::Status Scheduler::Validate(const EngineRequest& r, int64_t peak_pages) const {
+  GenerationOptions o;
+  o.max_new_tokens = r.max_new_tokens;
+  o.sampling = r.sampling;
+  o.stop_token_ids = r.stop_token_ids;
+  o.page_size = pool_.shape().page_size;
+  o.prefill_chunk = config_.prefill_chunk;
+  const int64_t max_context = config_.max_context > 0 ? config_.max_context : model_.config.max_context;
+  if (absl::Status st = ValidateGeneration(model_, r.prompt, o, max_context); !st.ok()) return st;
+  for (int32_t t : r.prompt) {
+    if (t < 0 || t >= model_.config.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt token id ", t, " is outside the vocabulary [0, ", model_.config.vocab_size, ")"));
+    }
+  }
+  if (!r.layer_quota.empty() && static_cast<int64_t>(r.layer_quota.size()) != model_.config.n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("layer_quota has ", r.layer_quota.size(),
+                                                   " entries, the model has ", model_.config.n_layers, " layers"));
+  }
+  if (peak_pages > pool_.shape().num_pages) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request needs ", peak_pages, " KV pages (", r.prompt.size(), " prompt + ", r.max_new_tokens,
+        " new tokens over ", model_.config.n_layers, " layers, page size ", pool_.shape().page_size,
+        ") but the pool has only ", pool_.shape().num_pages, " pages"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
+  // Quotas only bind once compression evicts; until then every layer keeps its full
+  // length, so the reservation must cover the full cache.
+  const int64_t peak = PeakPagesForRequest(static_cast<int64_t>(request.prompt.size()), request.max_new_tokens,
+                                           pool_.shape().page_size, model_.config.n_layers);
+  if (absl::Status st = Validate(request, peak); !st.ok()) return st;
+  const bool admit_now = waiting_.empty() && peak <= pool_.unpromised_pages() &&
+                         num_running() < config_.max_batch_tokens;
+  if (!admit_now && num_waiting() >= config_.max_waiting) {
+    return absl::ResourceExhaustedError(absl::StrCat("waiting queue is full (--max-waiting ", config_.max_waiting,
+                                                     "); retry later"));
+  }
+  const RequestHandle h = next_handle_++;
+  waiting_.push_back(std::make_unique<Sequence>(h, std::move(request), model_.config.n_layers, peak, tokenizer_));
+  Admit();
+  return h;
+}
+
+void Scheduler::Admit() {
+  // Strict FIFO: a large request at the head is not overtaken, so it cannot starve.
+  while (!waiting_.empty() && num_running() < config_.max_batch_tokens) {
+    Sequence& s = *waiting_.front();
+    if (!s.kv.Reserve(pool_, s.peak_pages).ok()) break;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+absl::Status Scheduler::Abort(RequestHandle handle) {
+  auto cancel = [&](Sequence& s) { Fail(s, absl::CancelledError(absl::StrCat("request ", handle, " aborted"))); };
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if ((*it)->handle == handle) {
+      cancel(**it);
+      waiting_.erase(it);
+      return absl::OkStatus();
+    }
+  }
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    if ((*it)->handle == handle) {
+      cancel(**it);
+      running_.erase(it);
+      Admit();  // the freed reservation may let the queue move
+      return absl::OkStatus();
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("request ", handle, " is not waiting or running"));
+}
+
+void Scheduler::AbortAll() {
+  for (auto& s : waiting_) Fail(*s, absl::CancelledError("engine shut down"));
+  for (auto& s : running_) Fail(*s, absl::CancelledError("engine shut down"));
+  waiting_.clear();
+  running_.clear();
+}
+
+void Scheduler::Emit(Sequence& s, int32_t token, std::string text) {
+  StreamEvent e;
+  e.token = token;
+  e.text = std::move(text);
+  deliveries_.push_back({s.sink, std::move(e)});
+}
+
+void Scheduler::Finish(Sequence& s, FinishReason reason, bool flush) {
+  StreamEvent e;
+  if (flush) {
+    StopMatcher::Result r = s.stops.Push(s.detok.Flush());
+    e.text = std::move(r.emit);
+    if (r.stopped) {
+      reason = FinishReason::kStopSequence;
+    } else {
+      e.text += s.stops.Flush();
+    }
+  }
+  e.finished = true;
+  e.finish_reason = reason;
+  deliveries_.push_back({s.sink, std::move(e)});
+  s.kv.Release(pool_);
+  s.done = true;
+}
+
+void Scheduler::Fail(Sequence& s, const absl::Status& status) {
+  StreamEvent e;
+  e.finished = true;
+  e.status = status;
+  deliveries_.push_back({s.sink, std::move(e)});
+  s.kv.Release(pool_);
+  s.done = true;
+}
+
+bool Scheduler::Advance(Sequence& s, absl::Span<const float> logits) {
+  const EngineRequest& r = s.request;
+  const int32_t id = s.sampler.Sample(logits, s.history);
+  if (!r.ignore_eos && tokenizer_.IsEndOfGeneration(id)) {
+    Finish(s, FinishReason::kEos, true);
+    return true;
+  }
+  s.history.push_back(id);
+  ++s.generated;
+  if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), id) != r.stop_token_ids.end()) {
+    Emit(s, id, "");
+    Finish(s, FinishReason::kStopToken, true);
+    return true;
+  }
+  StopMatcher::Result m = s.stops.Push(s.detok.Push(id));
+  Emit(s, id, std::move(m.emit));
+  if (m.stopped) {
+    Finish(s, FinishReason::kStopSequence, false);
+    return true;
+  }
+  if (s.generated == r.max_new_tokens) {
+    Finish(s, FinishReason::kLength, true);
+    return true;
+  }
+  return false;
+}
+
+absl::Status Scheduler::Step() {
+  Admit();
+  if (running_.empty()) return absl::OkStatus();
+  // Decode tokens first (admission caps running sequences at max_batch_tokens, so they
+  // always fit), then prefill chunks in admission order with what is left.
+  std::vector<ForwardRequest> batch;
+  std::vector<Sequence*> members;
+  int64_t budget = config_.max_batch_tokens;
+  for (auto& s : running_) {
+    if (s->prefilling()) continue;
+    batch.push_back({absl::MakeConstSpan(&s->history[s->cached], 1), s->cached, &s->kv, false});
+    members.push_back(s.get());
+    --budget;
+  }
+  for (auto& s : running_) {
+    if (budget == 0) break;
+    if (!s->prefilling()) continue;
+    const int64_t n = std::min({config_.prefill_chunk, s->prompt_len() - s->cached, budget});
+    batch.push_back({absl::MakeConstSpan(s->history).subspan(s->cached, n), s->cached, &s->kv, false});
+    members.push_back(s.get());
+    budget -= n;
+  }
+  logits_.clear();
+  const absl::Status st = forward_.Step(batch, &logits_);
+  if (!st.ok()) {
+    for (Sequence* s : members) Fail(*s, st);
+  } else {
+    const int64_t vocab = model_.config.vocab_size;
+    for (size_t i = 0; i < members.size(); ++i) {
+      Sequence& s = *members[i];
+      s.cached += static_cast<int64_t>(batch[i].tokens.size());
+      // A prefill chunk that ends inside the prompt has nothing to sample yet.
+      if (s.prefilling()) continue;
+      Advance(s, absl::MakeConstSpan(logits_).subspan(i * vocab, vocab));
+    }
+  }
+  std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->done; });
+  Admit();
+  return st;
+}
+
+std::vector<SinkDelivery> Scheduler::TakeDeliveries() { return std::exchange(deliveries_, {}); }
+
+absl::Status Scheduler::StepAndDeliver() {
+  const absl::Status st = Step();
+  for (const SinkDelivery& d : TakeDeliveries()) {
+    if (*d.sink) (*d.sink)(d.event);
+  }
+  return st;
+}
+
+absl::Status Scheduler::CheckInvariants() const {
+  std::vector<const std::vector<int32_t>*> owners;
+  for (const auto& s : running_) {
+    for (const auto& pages : s->kv.layer_pages) owners.push_back(&pages);
+  }
+  return pool_.CheckInvariants(owners);
+}
+
+}  // namespace kvserve

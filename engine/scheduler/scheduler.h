@@ -1,0 +1,93 @@
+// Continuous-batching scheduler: a FIFO waiting queue, admission by page reservation, and
+// steps that batch every running sequence's decode token with chunked prefills. Single
+// threaded; Engine runs it on its own thread.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/kv/page_pool.h"
+#include "engine/model/forward.h"
+#include "engine/model/model_weights.h"
+#include "engine/model/tokenizer.h"
+#include "engine/scheduler/request.h"
+#include "kernels/backend.h"
+
+namespace kvserve {
+
+struct SchedulerConfig {
+  int64_t max_batch_tokens = 2048;  // tokens per forward step; also caps running sequences
+  int64_t prefill_chunk = 512;      // prompt tokens of one sequence per step
+  int64_t max_waiting = 256;        // queued, not yet admitted requests
+  int64_t max_context = 0;          // prompt + max_new_tokens limit; 0 = the model's
+};
+
+absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
+
+// A sink call the caller makes after the step (so sinks never run under a caller's lock).
+struct SinkDelivery {
+  std::shared_ptr<const RequestSink> sink;
+  StreamEvent event;
+};
+
+class Scheduler {
+ public:
+  // config must pass ValidateSchedulerConfig. model, tokenizer, backend and pool outlive it.
+  Scheduler(const Model& model, const Tokenizer& tokenizer, Backend& backend, PagePool& pool,
+            const SchedulerConfig& config);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Validates and queues a request; admits it at once when nothing waits ahead of it and
+  // its reservation fits. INVALID_ARGUMENT for a bad request, RESOURCE_EXHAUSTED when it
+  // can never fit the pool or the waiting queue is full.
+  absl::StatusOr<RequestHandle> Submit(EngineRequest request);
+  // Cancels a waiting or running request: its pages go back to the pool before this
+  // returns and its sink gets a final CANCELLED event. NOT_FOUND once it has finished.
+  absl::Status Abort(RequestHandle handle);
+  // Cancels everything (shutdown).
+  void AbortAll();
+
+  // Admits what fits, then runs one forward step over the running sequences. A no-op when
+  // idle. An error fails the sequences of that step (their sinks are told) and is returned.
+  absl::Status Step();
+  // Sink calls queued by Submit/Abort/Step, in order; the caller makes them.
+  std::vector<SinkDelivery> TakeDeliveries();
+  // Step() then make the sink calls; for single-threaded users.
+  absl::Status StepAndDeliver();
+
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  const PagePool& pool() const { return pool_; }
+  // Checks the pool against the pages the running sequences own.
+  absl::Status CheckInvariants() const;
+
+ private:
+  struct Sequence;
+
+  absl::Status Validate(const EngineRequest& r, int64_t peak_pages) const;
+  void Admit();
+  // Samples the token after a step's last row and handles stops; true when finished.
+  bool Advance(Sequence& s, absl::Span<const float> logits);
+  void Finish(Sequence& s, FinishReason reason, bool flush);
+  void Fail(Sequence& s, const absl::Status& status);
+  void Emit(Sequence& s, int32_t token, std::string text);
+
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  PagePool& pool_;
+  SchedulerConfig config_;
+  LlamaForward forward_;
+  RequestHandle next_handle_ = 1;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+  std::vector<SinkDelivery> deliveries_;
+  std::vector<float> logits_;
+};
+
+}  // namespace kvserve
