@@ -13,6 +13,7 @@
 #include "engine/model/tokenizer.h"
 #include "kernels/backend.h"
 #include "server/cli_args.h"
+#include "server/generate_batch.h"
 
 namespace kvserve {
 namespace {
@@ -73,21 +74,30 @@ int RunGenerate(int argc, char** argv) {
   KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv,
                                          {"model", "prompt", "system", "max-new-tokens", "temperature",
                                           "top-k", "top-p", "min-p", "repetition-penalty", "seed", "stop",
-                                          "stop-token-id", "max-context", "page-size", "prefill-chunk"},
+                                          "stop-token-id", "max-context", "page-size", "prefill-chunk",
+                                          "prompts-file", "kv-memory", "max-batch-tokens", "max-waiting"},
                                          {"chat", "ignore-eos", "timing", "help"}));
   if (args.Flag("help")) {
     std::fprintf(stderr,
                  "kvserve generate --model PATH|random:PRESET --prompt TEXT [--chat [--system TEXT]]\n"
                  "  [--max-new-tokens N=128] [--temperature T=0 (greedy)] [--top-k K] [--top-p P]\n"
                  "  [--min-p P] [--repetition-penalty R] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
-                 "  [--ignore-eos] [--max-context N] [--page-size N=16] [--prefill-chunk N=512] [--timing]\n");
+                 "  [--ignore-eos] [--max-context N] [--page-size N=16] [--prefill-chunk N=512] [--timing]\n"
+                 "kvserve generate --model M --prompts-file F (one prompt per line, run as one batch)\n"
+                 "  [--kv-memory BYTES|FRACTION=512M] [--max-batch-tokens N=2048] [--max-waiting N=1024]\n");
     return 0;
   }
   auto model_spec = args.Get("model");
   if (!model_spec) return Fail(absl::InvalidArgumentError("--model is required"));
+  KV_ASSIGN_OR_FAIL(options, OptionsFromArgs(args));
+  if (args.Has("prompts-file")) {
+    KV_ASSIGN_OR_FAIL(batch_model, LoadModel(*model_spec));
+    KV_ASSIGN_OR_FAIL(batch_tokenizer, Tokenizer::Create(batch_model.tokenizer));
+    KV_ASSIGN_OR_FAIL(batch_context, args.GetInt("max-context", batch_model.config.max_context));
+    return RunGenerateBatch(args, options, batch_model, batch_tokenizer, batch_context);
+  }
   auto prompt_text = args.Get("prompt");
   if (!prompt_text || prompt_text->empty()) return Fail(absl::InvalidArgumentError("--prompt is empty"));
-  KV_ASSIGN_OR_FAIL(options, OptionsFromArgs(args));
   KV_ASSIGN_OR_FAIL(model, LoadModel(*model_spec));
   KV_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
 

@@ -1,0 +1,15 @@
+// `kvserve generate --prompts-file F`: every line of F is a prompt; all run as one batch
+// through the continuous-batching engine and each completion is printed.
+#pragma once
+#include "engine/generator.h"
+#include "engine/model/model_weights.h"
+#include "engine/model/tokenizer.h"
+#include "server/cli_args.h"
+
+namespace kvserve {
+
+// Returns the process exit status; errors go to stderr with the offending value.
+int RunGenerateBatch(const CliArgs& args, const GenerationOptions& options, const Model& model,
+                     const Tokenizer& tokenizer, int64_t max_context);
+
+}  // namespace kvserve
