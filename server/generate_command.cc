@@ -1,4 +1,5 @@
 // `kvserve generate` and `kvserve tokenize`: run the model from the command line.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/generator.h"
+#include "engine/kv/kv_memory.h"
 #include "engine/model/chat_template.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/tokenizer.h"
@@ -125,6 +127,25 @@ int RunGenerate(int argc, char** argv) {
     }
     return Fail(st);
   }
+  // One prompt runs alone, so the pool --kv-memory describes only has to hold its peak, and
+  // --max-batch-tokens bounds its prefill steps.
+  if (auto spec = args.Get("kv-memory")) {
+    auto available = AvailableMemoryBytes();
+    KV_ASSIGN_OR_FAIL(bytes, ParseKvMemory(*spec, available.ok() ? *available : 0));
+    KV_ASSIGN_OR_FAIL(pages, PagesForBytes(bytes, {0, options.page_size, model.config.n_kv_heads,
+                                                   model.config.head_dim}));
+    const int64_t need = PeakPagesForRequest(static_cast<int64_t>(prompt.size()), options.max_new_tokens,
+                                             options.page_size, model.config.n_layers);
+    if (need > pages) {
+      return Fail(absl::ResourceExhaustedError(absl::StrCat(
+          "request needs ", need, " KV pages; --kv-memory ", *spec, " holds only ", pages, " pages")));
+    }
+  }
+  KV_ASSIGN_OR_FAIL(batch_tokens, args.GetInt("max-batch-tokens", options.prefill_chunk));
+  if (batch_tokens < 1) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--max-batch-tokens must be >= 1, got ", batch_tokens)));
+  }
+  options.prefill_chunk = std::min(options.prefill_chunk, batch_tokens);
   auto backend = MakeCpuBackend();
   auto result = Generate(model, tokenizer, *backend, prompt, options, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
