@@ -1,5 +1,7 @@
 // Attention over paged KV on the CPU: writes new entries, then softmax(q k^T * scale + log_w) v.
 // One task per (query token, KV head): each key is read once for all query heads of its group.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -54,29 +56,36 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
     std::fill(seq_of.begin() + batch.q_indptr[s], seq_of.begin() + batch.q_indptr[s + 1], s);
   }
 
+  // Few (token, KV head) pairs — batch-1 decode has only n_kv of them — would leave threads
+  // idle, so then each query head is its own task, at the price of re-reading its group's K/V.
+  const int64_t heads_per_task = n_tokens * n_kv >= 2 * omp_get_max_threads() ? group : 1;
+  const int64_t tasks_per_kv = group / heads_per_task;
+
 #pragma omp parallel
   {
-    std::vector<float> logits;  // [group, visible]
-    std::vector<float> acc(static_cast<size_t>(group * hd));
+    std::vector<float> logits;  // [heads_per_task, visible]
+    std::vector<float> acc(static_cast<size_t>(heads_per_task * hd));
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < n_tokens * n_kv; ++task) {
-      const int64_t t = task / n_kv, g = task % n_kv;
+    for (int64_t task = 0; task < n_tokens * n_kv * tasks_per_kv; ++task) {
+      const int64_t t = task / (n_kv * tasks_per_kv);
+      const int64_t g = task / tasks_per_kv % n_kv;
+      const int64_t h0 = g * group + task % tasks_per_kv * heads_per_task;  // first query head
       const int32_t s = seq_of[t];
       const int32_t* pages = batch.page_indices + batch.page_indptr[s];
       const int64_t n_q = batch.q_indptr[s + 1] - batch.q_indptr[s];
       const int64_t visible = batch.kv_len[s] - n_q + (t - batch.q_indptr[s]) + 1;
-      logits.resize(static_cast<size_t>(group * visible));
-      const float* qg = q + (t * shape.n_heads + g * group) * hd;
+      logits.resize(static_cast<size_t>(heads_per_task * visible));
+      const float* qh = q + (t * shape.n_heads + h0) * hd;
 
       for (int64_t j = 0; j < visible; ++j) {
         const int64_t slot = SlotIndex(kv, pages, j);
         const float* kj = kv.k + slot * kv_row + g * hd;
         const float lw = kv.log_w[slot * n_kv + g];
-        for (int64_t h = 0; h < group; ++h) {
-          logits[h * visible + j] = Dot(qg + h * hd, kj, hd) * shape.scale + lw;
+        for (int64_t h = 0; h < heads_per_task; ++h) {
+          logits[h * visible + j] = Dot(qh + h * hd, kj, hd) * shape.scale + lw;
         }
       }
-      for (int64_t h = 0; h < group; ++h) {
+      for (int64_t h = 0; h < heads_per_task; ++h) {
         float* lh = logits.data() + h * visible;
         const float mx = *std::max_element(lh, lh + visible);
         float sum = 0.0f;
@@ -90,14 +99,14 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = 0; j < visible; ++j) {
         const float* vj = kv.v + SlotIndex(kv, pages, j) * kv_row + g * hd;
-        for (int64_t h = 0; h < group; ++h) {
+        for (int64_t h = 0; h < heads_per_task; ++h) {
           const float p = logits[h * visible + j];
           float* a = acc.data() + h * hd;
 #pragma omp simd
           for (int64_t d = 0; d < hd; ++d) a[d] += p * vj[d];
         }
       }
-      std::memcpy(out + (t * shape.n_heads + g * group) * hd, acc.data(), sizeof(float) * group * hd);
+      std::memcpy(out + (t * shape.n_heads + h0) * hd, acc.data(), sizeof(float) * heads_per_task * hd);
     }
   }
 }

@@ -52,11 +52,8 @@ struct Params {
 
 class PagedAttentionTest : public ::testing::TestWithParam<Params> {};
 
-TEST_P(PagedAttentionTest, EqualsContiguousReference) {
-  const auto [page_size, n_heads, n_kv, hd] = GetParam();
-  // Prefill chunks, decode steps, and lengths on both sides of page boundaries.
-  const std::vector<Seq> seqs = {{1, 1}, {5, 5}, {1, page_size}, {1, page_size + 1},
-                                 {3, 2 * page_size + 1}, {page_size, 3 * page_size}, {7, 40}};
+void ExpectEqualsContiguousReference(const Params& params, const std::vector<Seq>& seqs) {
+  const auto [page_size, n_heads, n_kv, hd] = params;
   const int64_t row = n_kv * hd;
   int64_t total_pages = 0;
   for (const Seq& s : seqs) total_pages += (s.kv_len + page_size - 1) / page_size;
@@ -110,6 +107,18 @@ TEST_P(PagedAttentionTest, EqualsContiguousReference) {
       ASSERT_NEAR(got[i], ref[i], 2e-5f) << "seq " << s << " element " << i;
     }
   }
+}
+
+TEST_P(PagedAttentionTest, EqualsContiguousReference) {
+  const int64_t ps = GetParam().page_size;
+  // Prefill chunks, decode steps, and lengths on both sides of page boundaries.
+  ExpectEqualsContiguousReference(GetParam(), {{1, 1}, {5, 5}, {1, ps}, {1, ps + 1}, {3, 2 * ps + 1},
+                                               {ps, 3 * ps}, {7, 40}});
+}
+
+TEST_P(PagedAttentionTest, SingleDecodeTokenEqualsContiguousReference) {
+  // Batch-1 decode has too few (token, KV head) pairs to share, so it splits per query head.
+  ExpectEqualsContiguousReference(GetParam(), {{1, 2 * GetParam().page_size + 3}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
