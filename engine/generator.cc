@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "engine/kv/kv_memory.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward.h"
 #include "engine/model/sampler.h"
@@ -58,9 +59,8 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
                                           bool keep_logits) {
   using Clock = std::chrono::steady_clock;
   const ModelConfig& c = model.config;
-  const int64_t max_len = static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
   PagePoolShape shape{0, o.page_size, c.n_kv_heads, c.head_dim};
-  shape.num_pages = (max_len + o.page_size - 1) / o.page_size * c.n_layers;
+  shape.num_pages = PeakPagesForRequest(static_cast<int64_t>(prompt.size()), o.max_new_tokens, o.page_size, c.n_layers);
   PagePool pool(shape);
   SequenceKv seq(c.n_layers);
   LlamaForward forward(model, backend, pool);

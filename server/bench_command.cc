@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/kv/kv_memory.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
 #include "server/cli_args.h"
@@ -50,7 +51,7 @@ int RunBench(int argc, char** argv) {
   double best_prefill = 1e30, best_decode = 1e30;
   for (int64_t r = 0; r < *repeats; ++r) {
     PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim};
-    shape.num_pages = ((*n_prompt + *n_new) / 16 + 1) * c.n_layers * nb;
+    shape.num_pages = PeakPagesForRequest(*n_prompt, *n_new, shape.page_size, c.n_layers) * nb;
     PagePool pool(shape);
     std::vector<SequenceKv> seqs(static_cast<size_t>(nb), SequenceKv(c.n_layers));
     LlamaForward fwd(*model, *backend, pool);
