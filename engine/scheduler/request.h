@@ -20,6 +20,10 @@ struct StreamEvent {
   bool finished = false;   // the last event of the request
   FinishReason finish_reason = FinishReason::kLength;  // valid when finished and status ok
   absl::Status status;     // CANCELLED after Abort, another error if the step failed
+  // On the final event: what the request's KV cache cost. Filled by the scheduler.
+  int64_t kv_tokens_kept = 0;      // KV entries (summed over layers) held at the end
+  int64_t kv_entries_evicted = 0;  // KV entries (summed over layers and KV heads) dropped by compression
+  int64_t peak_kv_bytes = 0;       // most KV bytes the request held at once
 };
 
 // Called on the engine thread (never while the engine holds its lock, so it may Submit or
