@@ -22,7 +22,7 @@ struct StreamEvent {
   absl::Status status;     // CANCELLED after Abort, another error if the step failed
   // On the final event: what the request's KV cache cost. Filled by the scheduler.
   int64_t kv_tokens_kept = 0;      // KV entries (summed over layers) held at the end
-  int64_t kv_entries_evicted = 0;  // KV entries (summed over layers and KV heads) dropped by compression
+  int64_t kv_entries_evicted = 0;  // KV slots (summed over layers) dropped by compression
   int64_t peak_kv_bytes = 0;       // most KV bytes the request held at once
 };
 
@@ -37,10 +37,15 @@ struct EngineRequest {
   std::vector<std::string> stop_sequences;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
-  // KV compression settings; carried now, used once compression lands.
-  std::string kv_policy;                 // e.g. "snapkv"; empty = keep the full cache
-  double kv_budget = 0;                  // fraction of the prompt (<= 1) or tokens (> 1)
-  std::vector<int64_t> layer_quota;      // tokens per layer; empty or one per layer
+  // KV compression. Empty / zero fields take the server-wide defaults (SchedulerConfig).
+  std::string kv_policy;                 // full|streaming|snapkv|criticalkv|pyramid; empty = default
+  double kv_budget = 0;                  // fraction of the prompt (<= 1) or tokens (> 1); 0 = default
+  std::string kv_plan;                   // per-layer budget plan: uniform|pyramid; empty = default
+  std::string kv_compress_at;            // prefill_end|chunk; empty = default
+  double kv_first_stage_ratio = 0;       // CriticalKV stage-1 share in (0, 1]; 0 = default
+  int64_t kv_window = 0;                 // observation window in queries; 0 = default
+  int64_t kv_pool_kernel = 0;            // SnapKV average-pool kernel (odd); 0 = default
+  std::vector<int64_t> layer_quota;      // tokens per layer; empty or one per layer (overrides the plan)
   RequestSink sink;
 };
 
