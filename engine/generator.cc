@@ -49,7 +49,17 @@ absl::Status ValidateGeneration(const Model& model, absl::Span<const int32_t> pr
                                                      model.config.vocab_size, ")"));
     }
   }
+  if (absl::Status st = ValidateCompressionSettings(o.compression, model.config.n_layers); !st.ok()) return st;
   return ValidateSamplingParams(o.sampling, static_cast<int32_t>(model.config.vocab_size));
+}
+
+int64_t PeakPagesForGeneration(const Model& model, int64_t prompt_len, const GenerationOptions& o) {
+  if (o.compression.active()) {
+    auto compressor = SequenceCompressor::Create(model, o.compression, prompt_len, o.max_new_tokens, o.page_size,
+                                                 o.prefill_chunk);
+    if (compressor.ok()) return (*compressor)->PeakPages();
+  }
+  return PeakPagesForRequest(prompt_len, o.max_new_tokens, o.page_size, model.config.n_layers);
 }
 
 absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& tokenizer,
@@ -59,10 +69,24 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
                                           bool keep_logits) {
   using Clock = std::chrono::steady_clock;
   const ModelConfig& c = model.config;
+  const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  std::unique_ptr<SequenceCompressor> compressor;
+  if (o.compression.active()) {
+    auto made = SequenceCompressor::Create(model, o.compression, prompt_len, o.max_new_tokens, o.page_size,
+                                           o.prefill_chunk);
+    if (!made.ok()) return made.status();
+    compressor = *std::move(made);
+  }
   PagePoolShape shape{0, o.page_size, c.n_kv_heads, c.head_dim};
-  shape.num_pages = PeakPagesForRequest(static_cast<int64_t>(prompt.size()), o.max_new_tokens, o.page_size, c.n_layers);
+  shape.num_pages = compressor ? compressor->PeakPages()
+                               : PeakPagesForRequest(prompt_len, o.max_new_tokens, o.page_size, c.n_layers);
   PagePool pool(shape);
   SequenceKv seq(c.n_layers);
+  QueryWindow* window = compressor ? compressor->window() : nullptr;
+  // Compresses what is due after a step; a no-op with the full cache.
+  auto after_step = [&](bool prompt_done) {
+    return compressor ? compressor->AfterStep(backend, pool, seq, prompt_done) : absl::OkStatus();
+  };
   LlamaForward forward(model, backend, pool);
   Sampler sampler(o.sampling);
   StopMatcher stops(o.stop_sequences);
@@ -82,9 +106,10 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
   while (pos < static_cast<int64_t>(prompt.size())) {
     const int64_t n = std::min<int64_t>(o.prefill_chunk, static_cast<int64_t>(prompt.size()) - pos);
     logits.clear();
-    ForwardRequest req{prompt.subspan(pos, n), pos, &seq, false};
+    ForwardRequest req{prompt.subspan(pos, n), pos, &seq, false, window};
     if (absl::Status st = forward.Step({&req, 1}, &logits); !st.ok()) return st;
     pos += n;
+    if (absl::Status st = after_step(pos == prompt_len); !st.ok()) return st;
   }
   const auto t1 = Clock::now();
   result.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -112,9 +137,10 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
     }
     if (step + 1 == o.max_new_tokens) break;  // no forward pass for a token we won't sample
     logits.clear();
-    ForwardRequest req{absl::MakeConstSpan(&result.tokens.back(), 1), pos, &seq, false};
+    ForwardRequest req{absl::MakeConstSpan(&result.tokens.back(), 1), pos, &seq, false, window};
     if (absl::Status st = forward.Step({&req, 1}, &logits); !st.ok()) return st;
     ++pos;
+    if (absl::Status st = after_step(true); !st.ok()) return st;
   }
   if (!stopped) {
     StopMatcher::Result r = stops.Push(detok.Flush());
@@ -126,6 +152,10 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
     }
   }
   result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  if (compressor) result.compression = compressor->stats();
+  result.peak_kv_pages = pool.stats().pages_peak;
+  result.peak_kv_bytes = result.peak_kv_pages * PagePool::PageBytes(shape);
+  for (int64_t len : seq.layer_len) result.kv_slots_at_end += len;
   seq.Release(pool);
   return result;
 }

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/compress/compression_settings.h"
+#include "engine/compress/sequence_compressor.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/sampling_params.h"
 #include "engine/model/tokenizer.h"
@@ -27,6 +29,7 @@ struct GenerationOptions {
   bool ignore_eos = false;
   int64_t page_size = 16;
   int64_t prefill_chunk = 512;  // prompt tokens per forward step
+  CompressionSettings compression;  // policy "full" keeps the whole cache
 };
 
 struct GenerationResult {
@@ -36,11 +39,18 @@ struct GenerationResult {
   FinishReason finish_reason = FinishReason::kLength;
   double prefill_seconds = 0;
   double decode_seconds = 0;
+  CompressionStats compression;      // zero when the full cache was kept
+  int64_t peak_kv_pages = 0;         // most KV pages held at once
+  int64_t peak_kv_bytes = 0;
+  int64_t kv_slots_at_end = 0;       // KV slots held at the end, summed over layers
 };
 
 // Checks the request against the model; the message names the bad value.
 absl::Status ValidateGeneration(const Model& model, absl::Span<const int32_t> prompt,
                                 const GenerationOptions& options, int64_t max_context);
+
+// Pages a page pool must hold for this generation alone (compressed peak when compressing).
+int64_t PeakPagesForGeneration(const Model& model, int64_t prompt_len, const GenerationOptions& options);
 
 // on_text receives the completion as it is produced (never a split UTF-8 character).
 absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& tokenizer,

@@ -59,6 +59,7 @@ int RunGenerateBatch(const CliArgs& args, const GenerationOptions& options, cons
   config.scheduler.max_waiting = *max_waiting;
   config.scheduler.prefill_chunk = options.prefill_chunk;
   config.scheduler.max_context = max_context;
+  config.scheduler.kv_defaults = options.compression;
   auto backend = MakeCpuBackend();
   auto engine = Engine::Start(model, tokenizer, *backend, config);
   if (!engine.ok()) return Fail(engine.status());

@@ -16,6 +16,7 @@
 #include "kernels/backend.h"
 #include "server/cli_args.h"
 #include "server/generate_batch.h"
+#include "server/kv_flags.h"
 
 namespace kvserve {
 namespace {
@@ -73,12 +74,12 @@ absl::StatusOr<GenerationOptions> OptionsFromArgs(const CliArgs& a) {
 }  // namespace
 
 int RunGenerate(int argc, char** argv) {
-  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv,
-                                         {"model", "prompt", "system", "max-new-tokens", "temperature",
+  std::vector<std::string> value_flags = {"model", "prompt", "system", "max-new-tokens", "temperature",
                                           "top-k", "top-p", "min-p", "repetition-penalty", "seed", "stop",
                                           "stop-token-id", "max-context", "page-size", "prefill-chunk",
-                                          "prompts-file", "kv-memory", "max-batch-tokens", "max-waiting"},
-                                         {"chat", "ignore-eos", "timing", "help"}));
+                                          "prompts-file", "kv-memory", "max-batch-tokens", "max-waiting"};
+  value_flags.insert(value_flags.end(), KvFlagNames().begin(), KvFlagNames().end());
+  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"chat", "ignore-eos", "timing", "help"}));
   if (args.Flag("help")) {
     std::fprintf(stderr,
                  "kvserve generate --model PATH|random:PRESET --prompt TEXT [--chat [--system TEXT]]\n"
@@ -86,7 +87,8 @@ int RunGenerate(int argc, char** argv) {
                  "  [--min-p P] [--repetition-penalty R] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
                  "  [--ignore-eos] [--max-context N] [--page-size N=16] [--prefill-chunk N=512] [--timing]\n"
                  "kvserve generate --model M --prompts-file F (one prompt per line, run as one batch)\n"
-                 "  [--kv-memory BYTES|FRACTION=512M] [--max-batch-tokens N=2048] [--max-waiting N=1024]\n");
+                 "  [--kv-memory BYTES|FRACTION=512M] [--max-batch-tokens N=2048] [--max-waiting N=1024]\n"
+                 "KV compression (both forms):\n%s", KvFlagsHelp());
     return 0;
   }
   auto model_spec = args.Get("model");
@@ -94,6 +96,8 @@ int RunGenerate(int argc, char** argv) {
   KV_ASSIGN_OR_FAIL(options, OptionsFromArgs(args));
   if (args.Has("prompts-file")) {
     KV_ASSIGN_OR_FAIL(batch_model, LoadModel(*model_spec));
+    KV_ASSIGN_OR_FAIL(batch_kv, CompressionFromArgs(args, batch_model.config.n_layers));
+    options.compression = batch_kv;
     KV_ASSIGN_OR_FAIL(batch_tokenizer, Tokenizer::Create(batch_model.tokenizer));
     KV_ASSIGN_OR_FAIL(batch_context, args.GetInt("max-context", batch_model.config.max_context));
     return RunGenerateBatch(args, options, batch_model, batch_tokenizer, batch_context);
@@ -102,6 +106,8 @@ int RunGenerate(int argc, char** argv) {
   if (!prompt_text || prompt_text->empty()) return Fail(absl::InvalidArgumentError("--prompt is empty"));
   KV_ASSIGN_OR_FAIL(model, LoadModel(*model_spec));
   KV_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
+  KV_ASSIGN_OR_FAIL(kv_settings, CompressionFromArgs(args, model.config.n_layers));
+  options.compression = kv_settings;
 
   std::string text = *prompt_text;
   if (args.Flag("chat")) {
@@ -134,8 +140,7 @@ int RunGenerate(int argc, char** argv) {
     KV_ASSIGN_OR_FAIL(bytes, ParseKvMemory(*spec, available.ok() ? *available : 0));
     KV_ASSIGN_OR_FAIL(pages, PagesForBytes(bytes, {0, options.page_size, model.config.n_kv_heads,
                                                    model.config.head_dim}));
-    const int64_t need = PeakPagesForRequest(static_cast<int64_t>(prompt.size()), options.max_new_tokens,
-                                             options.page_size, model.config.n_layers);
+    const int64_t need = PeakPagesForGeneration(model, static_cast<int64_t>(prompt.size()), options);
     if (need > pages) {
       return Fail(absl::ResourceExhaustedError(absl::StrCat(
           "request needs ", need, " KV pages; --kv-memory ", *spec, " holds only ", pages, " pages")));
@@ -161,6 +166,14 @@ int RunGenerate(int argc, char** argv) {
                  result->tokens.size(), result->decode_seconds,
                  result->tokens.size() > 1 ? (result->tokens.size() - 1) / result->decode_seconds : 0.0,
                  std::string(FinishReasonName(result->finish_reason)).c_str());
+    const CompressionStats& cs = result->compression;
+    std::fprintf(stderr,
+                 "kv: policy %s, peak %lld pages (%.2f MiB), %lld slots kept at the end, %lld evicted in %lld "
+                 "compactions (select %.3f s, compact %.3f s)\n",
+                 options.compression.policy.c_str(), static_cast<long long>(result->peak_kv_pages),
+                 result->peak_kv_bytes / 1048576.0, static_cast<long long>(result->kv_slots_at_end),
+                 static_cast<long long>(cs.evicted_slots), static_cast<long long>(cs.compactions), cs.select_seconds,
+                 cs.compact_seconds);
   }
   return 0;
 }

@@ -164,6 +164,32 @@ absl::Status SequenceKv::GrowLayer(PagePool& pool, int64_t l, int64_t slots) {
   return pool.AllocateReserved(more, &layer_pages[l]);
 }
 
+void SequenceKv::TruncateLayer(PagePool& pool, int64_t l, int64_t slots) {
+  assert(slots >= 0 && slots <= layer_len[l]);
+  const int64_t ps = pool.shape().page_size;
+  const size_t keep = static_cast<size_t>((slots + ps - 1) / ps);
+  std::vector<int32_t>& pages = layer_pages[l];
+  if (pages.size() > keep) {
+    const absl::Span<const int32_t> tail = absl::MakeConstSpan(pages).subspan(keep);
+    if (reserved_pages > 0) {
+      pool.FreeReserved(tail);
+    } else {
+      pool.Free(tail);
+    }
+    pages.resize(keep);
+  }
+  layer_len[l] = slots;
+}
+
+void SequenceKv::ShrinkReservation(PagePool& pool, int64_t n) {
+  n = std::max(n, pages_held());
+  if (reserved_pages == 0 || n >= reserved_pages) return;
+  absl::Status st = pool.Unreserve(reserved_pages - n);
+  assert(st.ok() && "pages reserved beyond those held are never in use");
+  (void)st;
+  reserved_pages = n;
+}
+
 int64_t SequenceKv::pages_held() const {
   int64_t n = 0;
   for (const auto& pages : layer_pages) n += static_cast<int64_t>(pages.size());

@@ -96,6 +96,12 @@ struct SequenceKv {
   // Makes layer l hold enough pages for `slots` slots, drawing from the reservation when
   // there is one. Fails with RESOURCE_EXHAUSTED (nothing taken) past the reservation.
   absl::Status GrowLayer(PagePool& pool, int64_t l, int64_t slots);
+  // Shortens layer l to `slots` slots and gives the pages past them back (they stay in
+  // this sequence's reservation, if any). slots must not exceed the layer's length.
+  void TruncateLayer(PagePool& pool, int64_t l, int64_t slots);
+  // Lowers the reservation to n pages (at least the pages held), returning the rest to the
+  // pool for admission. A no-op for a sequence without a reservation or when n is not lower.
+  void ShrinkReservation(PagePool& pool, int64_t n);
   int64_t pages_held() const;
   // Gives every page and the reservation back to the pool and empties the sequence.
   void Release(PagePool& pool);

@@ -152,6 +152,12 @@ void LlamaForward::Layer(int64_t l, int64_t n) {
   backend_.Rope(q_.data(), positions_.data(), n, c.n_heads, c.head_dim, inv_freq_.data(), c.rope_dim, c.rope_neox);
   backend_.Rope(k_.data(), positions_.data(), n, c.n_kv_heads, c.head_dim, inv_freq_.data(), c.rope_dim, c.rope_neox);
 
+  for (size_t s = 0; s < batch_.size(); ++s) {
+    if (QueryWindow* w = batch_[s].window) {
+      w->Append(l, q_.data() + static_cast<int64_t>(q_indptr_[s]) * qd, q_indptr_[s + 1] - q_indptr_[s]);
+    }
+  }
+
   // This layer's page tables: each sequence grows by its new tokens.
   page_indptr_.assign(1, 0);
   page_indices_.clear();

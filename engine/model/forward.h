@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/kv/page_pool.h"
+#include "engine/kv/query_window.h"
 #include "engine/model/model_weights.h"
 #include "kernels/backend.h"
 
@@ -18,6 +19,7 @@ struct ForwardRequest {
   int64_t start_pos = 0;             // tokens the sequence has seen before this step
   SequenceKv* kv = nullptr;
   bool all_logits = false;           // logits for every new token, else only for the last
+  QueryWindow* window = nullptr;     // when set, receives each layer's post-RoPE queries
 };
 
 class LlamaForward {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "engine/compress/sequence_compressor.h"
 #include "engine/kv/kv_memory.h"
 #include "engine/model/sampler.h"
 #include "engine/model/stop_matcher.h"
@@ -27,6 +28,8 @@ struct Scheduler::Sequence {
   StopMatcher stops;
   StreamingDetokenizer detok;
   std::vector<int32_t> history;  // prompt + generated; the sampler's penalty window
+  std::unique_ptr<SequenceCompressor> compressor;  // null: the full cache is kept
+  int64_t peak_pages_held = 0;
   int64_t cached = 0;            // tokens of history already in the KV cache
   int32_t generated = 0;
   bool done = false;
@@ -43,12 +46,25 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   if (c.prefill_chunk < 1) return bad("--prefill-chunk", c.prefill_chunk, ">= 1");
   if (c.max_waiting < 0) return bad("--max-waiting", c.max_waiting, ">= 0");
   if (c.max_context < 0) return bad("--max-context", c.max_context, ">= 0 (0 = the model's)");
-  return absl::OkStatus();
+  return ValidateCompressionSettings(c.kv_defaults, static_cast<int64_t>(c.kv_defaults.layer_quota.size()));
+}
+
+CompressionSettings CompressionFor(const EngineRequest& r, const CompressionSettings& defaults) {
+  CompressionSettings s = defaults;
+  if (!r.kv_policy.empty()) s.policy = r.kv_policy;
+  if (r.kv_budget != 0) s.budget = r.kv_budget;
+  if (!r.kv_plan.empty()) s.plan = r.kv_plan;
+  if (r.kv_first_stage_ratio != 0) s.first_stage_ratio = r.kv_first_stage_ratio;
+  if (r.kv_window != 0) s.window = r.kv_window;
+  if (r.kv_pool_kernel != 0) s.pool_kernel = r.kv_pool_kernel;
+  if (!r.layer_quota.empty()) s.layer_quota = r.layer_quota;
+  return s;
 }
 
 Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, Backend& backend, PagePool& pool,
                      const SchedulerConfig& config)
-    : model_(model), tokenizer_(tokenizer), pool_(pool), config_(config), forward_(model, backend, pool) {}
+    : model_(model), tokenizer_(tokenizer), backend_(backend), pool_(pool), config_(config),
+      forward_(model, backend, pool) {}
 
 Scheduler::~Scheduler() { AbortAll(); }
 
@@ -81,10 +97,26 @@ absl::Status Scheduler::Validate(const EngineRequest& r, int64_t peak_pages) con
 }
 
 absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
-  // Quotas only bind once compression evicts; until then every layer keeps its full
-  // length, so the reservation must cover the full cache.
-  const int64_t peak = PeakPagesForRequest(static_cast<int64_t>(request.prompt.size()), request.max_new_tokens,
-                                           pool_.shape().page_size, model_.config.n_layers);
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
+  CompressionSettings kv = CompressionFor(request, config_.kv_defaults);
+  if (!request.kv_compress_at.empty()) {
+    absl::StatusOr<CompressAt> at = ParseCompressAt(request.kv_compress_at);
+    if (!at.ok()) return at.status();
+    kv.at = *at;
+  }
+  if (absl::Status st = ValidateCompressionSettings(kv, model_.config.n_layers); !st.ok()) return st;
+  // Admission reserves the peak: the compressed one when a policy evicts, else the full cache.
+  std::unique_ptr<SequenceCompressor> compressor;
+  int64_t peak;
+  if (kv.active() && !request.prompt.empty() && request.max_new_tokens > 0) {
+    auto made = SequenceCompressor::Create(model_, kv, prompt_len, request.max_new_tokens, pool_.shape().page_size,
+                                           config_.prefill_chunk);
+    if (!made.ok()) return made.status();
+    compressor = *std::move(made);
+    peak = compressor->PeakPages();
+  } else {
+    peak = PeakPagesForRequest(prompt_len, request.max_new_tokens, pool_.shape().page_size, model_.config.n_layers);
+  }
   if (absl::Status st = Validate(request, peak); !st.ok()) return st;
   const bool admit_now = waiting_.empty() && peak <= pool_.unpromised_pages() &&
                          num_running() < config_.max_batch_tokens;
@@ -94,6 +126,7 @@ absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
   }
   const RequestHandle h = next_handle_++;
   waiting_.push_back(std::make_unique<Sequence>(h, std::move(request), model_.config.n_layers, peak, tokenizer_));
+  waiting_.back()->compressor = std::move(compressor);
   Admit();
   return h;
 }
@@ -155,6 +188,7 @@ void Scheduler::Finish(Sequence& s, FinishReason reason, bool flush) {
   }
   e.finished = true;
   e.finish_reason = reason;
+  FillUsage(s, &e);
   deliveries_.push_back({s.sink, std::move(e)});
   s.kv.Release(pool_);
   s.done = true;
@@ -164,9 +198,25 @@ void Scheduler::Fail(Sequence& s, const absl::Status& status) {
   StreamEvent e;
   e.finished = true;
   e.status = status;
+  FillUsage(s, &e);
   deliveries_.push_back({s.sink, std::move(e)});
   s.kv.Release(pool_);
   s.done = true;
+}
+
+void Scheduler::FillUsage(const Sequence& s, StreamEvent* e) const {
+  for (int64_t len : s.kv.layer_len) e->kv_tokens_kept += len;
+  if (s.compressor) e->kv_entries_evicted = s.compressor->stats().evicted_slots;
+  e->peak_kv_bytes = s.peak_pages_held * PagePool::PageBytes(pool_.shape());
+}
+
+bool Scheduler::Compress(Sequence& s, bool prompt_done) {
+  if (!s.compressor) return true;
+  if (absl::Status st = s.compressor->AfterStep(backend_, pool_, s.kv, prompt_done); !st.ok()) {
+    Fail(s, st);
+    return false;
+  }
+  return true;
 }
 
 bool Scheduler::Advance(Sequence& s, absl::Span<const float> logits) {
@@ -197,6 +247,7 @@ bool Scheduler::Advance(Sequence& s, absl::Span<const float> logits) {
 }
 
 absl::Status Scheduler::Step() {
+  auto Window = [](Sequence& s) { return s.compressor ? s.compressor->window() : nullptr; };
   Admit();
   if (running_.empty()) return absl::OkStatus();
   // Decode tokens first (admission caps running sequences at max_batch_tokens, so they
@@ -206,7 +257,7 @@ absl::Status Scheduler::Step() {
   int64_t budget = config_.max_batch_tokens;
   for (auto& s : running_) {
     if (s->prefilling()) continue;
-    batch.push_back({absl::MakeConstSpan(&s->history[s->cached], 1), s->cached, &s->kv, false});
+    batch.push_back({absl::MakeConstSpan(&s->history[s->cached], 1), s->cached, &s->kv, false, Window(*s)});
     members.push_back(s.get());
     --budget;
   }
@@ -214,7 +265,7 @@ absl::Status Scheduler::Step() {
     if (budget == 0) break;
     if (!s->prefilling()) continue;
     const int64_t n = std::min({config_.prefill_chunk, s->prompt_len() - s->cached, budget});
-    batch.push_back({absl::MakeConstSpan(s->history).subspan(s->cached, n), s->cached, &s->kv, false});
+    batch.push_back({absl::MakeConstSpan(s->history).subspan(s->cached, n), s->cached, &s->kv, false, Window(*s)});
     members.push_back(s.get());
     budget -= n;
   }
@@ -227,9 +278,13 @@ absl::Status Scheduler::Step() {
     for (size_t i = 0; i < members.size(); ++i) {
       Sequence& s = *members[i];
       s.cached += static_cast<int64_t>(batch[i].tokens.size());
+      s.peak_pages_held = std::max(s.peak_pages_held, s.kv.pages_held());
       // A prefill chunk that ends inside the prompt has nothing to sample yet.
-      if (s.prefilling()) continue;
-      Advance(s, absl::MakeConstSpan(logits_).subspan(i * vocab, vocab));
+      if (s.prefilling()) {
+        Compress(s, false);
+        continue;
+      }
+      if (!Advance(s, absl::MakeConstSpan(logits_).subspan(i * vocab, vocab))) Compress(s, true);
     }
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->done; });

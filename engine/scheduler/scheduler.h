@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/compress/compression_settings.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_weights.h"
@@ -23,7 +24,11 @@ struct SchedulerConfig {
   int64_t prefill_chunk = 512;      // prompt tokens of one sequence per step
   int64_t max_waiting = 256;        // queued, not yet admitted requests
   int64_t max_context = 0;          // prompt + max_new_tokens limit; 0 = the model's
+  CompressionSettings kv_defaults;  // what a request's empty KV fields fall back to
 };
+
+// The request's KV fields over the server-wide defaults.
+CompressionSettings CompressionFor(const EngineRequest& r, const CompressionSettings& defaults);
 
 absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
 
@@ -71,6 +76,9 @@ class Scheduler {
   struct Sequence;
 
   absl::Status Validate(const EngineRequest& r, int64_t peak_pages) const;
+  // Compacts what the step made due for s; false (s failed) on error.
+  bool Compress(Sequence& s, bool prompt_done);
+  void FillUsage(const Sequence& s, StreamEvent* e) const;
   void Admit();
   // Samples the token after a step's last row and handles stops; true when finished.
   bool Advance(Sequence& s, absl::Span<const float> logits);
@@ -80,6 +88,7 @@ class Scheduler {
 
   const Model& model_;
   const Tokenizer& tokenizer_;
+  Backend& backend_;
   PagePool& pool_;
   SchedulerConfig config_;
   LlamaForward forward_;

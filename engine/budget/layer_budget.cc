@@ -1,0 +1,40 @@
+#include "engine/budget/layer_budget.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+
+absl::StatusOr<BudgetPlan> ParseBudgetPlan(std::string_view name) {
+  if (name == "uniform") return BudgetPlan::kUniform;
+  if (name == "pyramid") return BudgetPlan::kPyramid;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown KV budget plan '", std::string(name), "' (expected uniform or pyramid)"));
+}
+
+std::string_view BudgetPlanName(BudgetPlan plan) { return plan == BudgetPlan::kPyramid ? "pyramid" : "uniform"; }
+
+int64_t PyramidLayerBudget(int64_t layer, int64_t n_layers, int64_t prompt_len, int64_t budget_tokens,
+                           int64_t window, double beta) {
+  // kvpress writes it with max_capacity = window + B and subtracts the window again.
+  const double capacity = static_cast<double>(window + budget_tokens);
+  const double min_num = (capacity - static_cast<double>(window)) / beta;
+  const double max_num = (capacity - static_cast<double>(window)) * 2 - min_num;
+  if (n_layers < 2 || !(static_cast<double>(prompt_len) >= max_num && max_num >= min_num)) return budget_tokens;
+  const double steps = (max_num - min_num) / static_cast<double>(n_layers - 1);
+  return static_cast<int64_t>(std::nearbyint(max_num - static_cast<double>(layer) * steps));
+}
+
+std::vector<int64_t> LayerQuotas(BudgetPlan plan, int64_t n_layers, int64_t prompt_len, int64_t budget_tokens,
+                                 int64_t window, double beta) {
+  std::vector<int64_t> q(static_cast<size_t>(n_layers), budget_tokens);
+  if (plan == BudgetPlan::kPyramid) {
+    for (int64_t l = 0; l < n_layers; ++l) q[l] = PyramidLayerBudget(l, n_layers, prompt_len, budget_tokens, window, beta);
+  }
+  for (int64_t& v : q) v = std::max<int64_t>(1, v);
+  return q;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,32 @@
+// Per-layer budget plans: how a global KV budget (tokens per layer on average) is split
+// into per-layer quotas. Uniform gives every layer the same; PyramidKV gives the lower
+// layers more and the upper layers less, linearly (kvpress's formula, beta = 20).
+// The RippleKV profile plugs in here as a third plan.
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kvserve {
+
+enum class BudgetPlan { kUniform, kPyramid };
+
+// "uniform" or "pyramid"; the error names the value.
+absl::StatusOr<BudgetPlan> ParseBudgetPlan(std::string_view name);
+std::string_view BudgetPlanName(BudgetPlan plan);
+
+// Tokens per layer (each >= 1) for a prompt of prompt_len tokens and a mean budget of
+// budget_tokens per layer. window is the observation window the selection keeps.
+std::vector<int64_t> LayerQuotas(BudgetPlan plan, int64_t n_layers, int64_t prompt_len, int64_t budget_tokens,
+                                 int64_t window, double beta = 20.0);
+
+// PyramidKV's quota of one layer (kvpress PyramidKVPress.get_layer_budget): with
+// B = budget_tokens, min = B / beta and max = 2B - min, layer l keeps
+// round(max - l (max - min) / (n_layers - 1)); when not prompt_len >= max >= min it falls
+// back to B for every layer.
+int64_t PyramidLayerBudget(int64_t layer, int64_t n_layers, int64_t prompt_len, int64_t budget_tokens,
+                           int64_t window, double beta);
+
+}  // namespace kvserve

@@ -1,0 +1,94 @@
+#include "engine/compress/compression_settings.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "engine/compress/basic_policies.h"
+#include "engine/compress/criticalkv_policy.h"
+#include "engine/compress/snapkv_scorer.h"
+
+namespace kvserve {
+
+absl::StatusOr<CompressAt> ParseCompressAt(std::string_view name) {
+  if (name == "prefill_end") return CompressAt::kPrefillEnd;
+  if (name == "chunk") return CompressAt::kChunk;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown compress_at '", std::string(name), "' (expected prefill_end or chunk)"));
+}
+
+std::string_view CompressAtName(CompressAt at) { return at == CompressAt::kChunk ? "chunk" : "prefill_end"; }
+
+namespace {
+
+bool KnownPolicy(std::string_view p) {
+  return p == "full" || p == "streaming" || p == "snapkv" || p == "criticalkv" || p == "pyramid";
+}
+
+std::string PlanOf(const CompressionSettings& s) {
+  if (!s.plan.empty()) return s.plan;
+  return s.policy == "pyramid" ? "pyramid" : "uniform";
+}
+
+}  // namespace
+
+absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n_layers) {
+  if (!KnownPolicy(s.policy)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown KV policy '", s.policy,
+                                                   "' (expected full, streaming, snapkv, criticalkv or pyramid)"));
+  }
+  if (!(s.budget > 0) || !std::isfinite(s.budget)) {
+    return absl::InvalidArgumentError(absl::StrCat("KV budget must be > 0 (a fraction <= 1 or a token count), got ",
+                                                   s.budget));
+  }
+  if (s.budget > 1 && s.budget != std::floor(s.budget)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV budget above 1 is a token count and must be a whole number, got ", s.budget));
+  }
+  if (auto plan = ParseBudgetPlan(PlanOf(s)); !plan.ok()) return plan.status();
+  if (s.policy == "pyramid" && PlanOf(s) != "pyramid") {
+    return absl::InvalidArgumentError(absl::StrCat("KV policy pyramid needs budget plan pyramid, got '", s.plan, "'"));
+  }
+  if (!(s.first_stage_ratio > 0 && s.first_stage_ratio <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("first_stage_ratio must be in (0, 1], got ", s.first_stage_ratio));
+  }
+  if (s.window < 1 || s.window > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("KV window must be in [1, 4096] queries, got ", s.window));
+  }
+  if (s.pool_kernel < 1 || s.pool_kernel % 2 == 0 || s.pool_kernel > 255) {
+    return absl::InvalidArgumentError(absl::StrCat("pool kernel must be odd and in [1, 255], got ", s.pool_kernel));
+  }
+  if (s.n_sink < 0) return absl::InvalidArgumentError(absl::StrCat("sink tokens must be >= 0, got ", s.n_sink));
+  if (!s.layer_quota.empty()) {
+    if (static_cast<int64_t>(s.layer_quota.size()) != n_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("layer_quota has ", s.layer_quota.size(),
+                                                     " entries, the model has ", n_layers, " layers"));
+    }
+    for (size_t l = 0; l < s.layer_quota.size(); ++l) {
+      if (s.layer_quota[l] < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("layer_quota[", l, "] must be >= 1, got ", s.layer_quota[l]));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<KvPolicy>> MakeKvPolicy(const CompressionSettings& s) {
+  if (!KnownPolicy(s.policy)) return ValidateCompressionSettings(s, 0);
+  if (s.policy == "full") return std::make_unique<FullPolicy>();
+  if (s.policy == "streaming") return std::make_unique<StreamingLlmPolicy>(s.n_sink);
+  if (s.policy == "criticalkv") {
+    return std::make_unique<CriticalKvPolicy>(std::make_unique<SnapKvScorer>(s.pool_kernel), s.first_stage_ratio);
+  }
+  return std::make_unique<ScorerPolicy>(s.policy, std::make_unique<SnapKvScorer>(s.pool_kernel));
+}
+
+std::vector<int64_t> QuotasFor(const CompressionSettings& s, int64_t n_layers, int64_t prompt_len) {
+  if (!s.layer_quota.empty()) return s.layer_quota;
+  const int64_t tokens = s.budget <= 1
+      ? static_cast<int64_t>(std::floor(s.budget * static_cast<double>(prompt_len)))
+      : static_cast<int64_t>(s.budget);
+  const BudgetPlan plan = *ParseBudgetPlan(PlanOf(s));
+  return LayerQuotas(plan, n_layers, prompt_len, std::max<int64_t>(1, tokens), s.window);
+}
+
+}  // namespace kvserve

@@ -1,0 +1,44 @@
+// What a request asks of KV compression, its validation, and the policy it names.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/budget/layer_budget.h"
+#include "engine/compress/kv_policy.h"
+
+namespace kvserve {
+
+// When the prompt's cache is compressed: once after the whole prompt (as in the papers),
+// or after every prefill chunk (bounds a long prompt's peak to budget + chunk).
+enum class CompressAt { kPrefillEnd, kChunk };
+absl::StatusOr<CompressAt> ParseCompressAt(std::string_view name);
+std::string_view CompressAtName(CompressAt at);
+
+struct CompressionSettings {
+  std::string policy = "full";      // full|streaming|snapkv|criticalkv|pyramid
+  double budget = 0.2;              // fraction of the prompt (<= 1) or tokens per layer (> 1)
+  std::string plan;                 // uniform|pyramid; empty: pyramid for "pyramid", else uniform
+  CompressAt at = CompressAt::kPrefillEnd;
+  double first_stage_ratio = 0.5;   // CriticalKV
+  int64_t window = 64;              // observation window, in queries
+  int64_t pool_kernel = 5;          // SnapKV average pool
+  int64_t n_sink = 4;               // StreamingLLM
+  std::vector<int64_t> layer_quota; // explicit tokens per layer; overrides budget and plan
+
+  bool active() const { return policy != "full"; }
+};
+
+// INVALID_ARGUMENT naming the field and value.
+absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n_layers);
+
+// The selection policy the settings name (pyramid selects like SnapKV).
+absl::StatusOr<std::unique_ptr<KvPolicy>> MakeKvPolicy(const CompressionSettings& s);
+
+// Tokens each layer keeps for a prompt of prompt_len tokens.
+std::vector<int64_t> QuotasFor(const CompressionSettings& s, int64_t n_layers, int64_t prompt_len);
+
+}  // namespace kvserve

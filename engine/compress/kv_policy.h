@@ -1,0 +1,60 @@
+// The interface every KV selection policy implements: given one layer of one sequence and
+// its recent queries, say which entries each KV head keeps (and with what log-weight).
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "kernels/backend.h"
+
+namespace kvserve {
+
+// One layer of one sequence, read from the pool through its page list.
+struct LayerKv {
+  PagedKv kv;
+  absl::Span<const int32_t> pages;  // the layer's pages, in slot order
+  int64_t len = 0;                  // slots in use
+
+  // [head_dim] of KV head h at slot s.
+  const float* Key(int64_t s, int64_t h) const { return kv.k + Offset(s, h) * kv.head_dim; }
+  const float* Value(int64_t s, int64_t h) const { return kv.v + Offset(s, h) * kv.head_dim; }
+  float LogWeight(int64_t s, int64_t h) const { return kv.log_w[Offset(s, h)]; }
+  int64_t Offset(int64_t s, int64_t h) const {
+    return (static_cast<int64_t>(pages[s / kv.page_size]) * kv.page_size + s % kv.page_size) * kv.n_kv_heads + h;
+  }
+};
+
+struct SelectionRequest {
+  LayerKv layer;                  // keys are post-RoPE
+  absl::Span<const float> window; // [window_len, n_heads, head_dim] queries, oldest first;
+                                  // the last is the query of the newest cached slot
+  int64_t window_len = 0;
+  int64_t n_heads = 0;            // query heads, a multiple of n_kv_heads
+  float scale = 1.0f;             // attention scale, 1/sqrt(head_dim)
+  WeightView wo;                  // the layer's o_proj [hidden, n_heads * head_dim]
+  int64_t n_keep = 0;             // entries each KV head keeps, 1 <= n_keep <= layer.len
+};
+
+struct Selection {
+  int64_t n_keep = 0;
+  std::vector<int32_t> slots;  // [n_kv_heads, n_keep]: kept slots of each head, ascending
+  std::vector<float> log_w;    // [n_kv_heads, n_keep]: their log-weights after selection
+};
+
+class KvPolicy {
+ public:
+  virtual ~KvPolicy() = default;
+  virtual std::string_view Name() const = 0;
+  virtual Selection Select(const SelectionRequest& request, Backend& backend) const = 0;
+};
+
+// A base score per entry (higher = more worth keeping) that selection policies build on.
+class KvScorer {
+ public:
+  virtual ~KvScorer() = default;
+  // scores [n_kv_heads, layer.len].
+  virtual void Score(const SelectionRequest& request, Backend& backend, std::vector<float>* scores) const = 0;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,22 @@
+// Small pieces the policies share: reading one head of a layer contiguously, and turning
+// per-entry scores into a Selection.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "engine/compress/kv_policy.h"
+
+namespace kvserve {
+
+// The n highest-scoring indices of scores, returned in ascending index order. Ties go to
+// the lower index, so selection is deterministic.
+std::vector<int32_t> TopNAscending(absl::Span<const float> scores, int64_t n);
+
+// Per head, the n_keep best slots by scores [n_kv_heads, layer.len]; log-weights carried over.
+Selection SelectTopPerHead(const LayerKv& layer, absl::Span<const float> scores, int64_t n_keep);
+
+// Keys (values when `values`) of KV head h: out [layer.len, head_dim].
+void GatherHead(const LayerKv& layer, int64_t h, bool values, float* out);
+
+}  // namespace kvserve

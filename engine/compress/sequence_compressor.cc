@@ -1,0 +1,100 @@
+#include "engine/compress/sequence_compressor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "engine/compress/compaction.h"
+
+namespace kvserve {
+
+absl::StatusOr<std::unique_ptr<SequenceCompressor>> SequenceCompressor::Create(
+    const Model& model, const CompressionSettings& settings, int64_t prompt_len, int64_t max_new_tokens,
+    int64_t page_size, int64_t prefill_chunk) {
+  const int64_t n_layers = model.config.n_layers;
+  if (absl::Status st = ValidateCompressionSettings(settings, n_layers); !st.ok()) return st;
+  auto policy = MakeKvPolicy(settings);
+  if (!policy.ok()) return policy.status();
+  return std::unique_ptr<SequenceCompressor>(
+      new SequenceCompressor(model, settings, *std::move(policy), QuotasFor(settings, n_layers, prompt_len),
+                             prompt_len, max_new_tokens, page_size, prefill_chunk));
+}
+
+SequenceCompressor::SequenceCompressor(const Model& model, const CompressionSettings& s,
+                                       std::unique_ptr<KvPolicy> policy, std::vector<int64_t> quotas,
+                                       int64_t prompt_len, int64_t max_new, int64_t page_size, int64_t prefill_chunk)
+    : model_(model), settings_(s), policy_(std::move(policy)), quotas_(std::move(quotas)), prompt_len_(prompt_len),
+      max_new_(max_new), page_size_(page_size), prefill_chunk_(prefill_chunk),
+      window_(model.config.n_layers, s.window, model.config.n_heads, model.config.head_dim) {}
+
+int64_t SequenceCompressor::DecodePeakPages() const {
+  int64_t pages = 0;
+  for (int64_t q : quotas_) {
+    // Decode re-selects a layer back to q once it reaches q + page_size, so it never holds
+    // more than that (and never more than the uncompressed prompt plus every new token).
+    const int64_t start = std::min(prompt_len_, q);
+    pages += PagesFor(std::min(start + max_new_, q + page_size_));
+  }
+  return pages;
+}
+
+int64_t SequenceCompressor::PeakPages() const {
+  int64_t pages = 0;
+  for (int64_t q : quotas_) {
+    const int64_t prefill = settings_.at == CompressAt::kChunk ? std::min(prompt_len_, q + prefill_chunk_)
+                                                               : prompt_len_;
+    const int64_t decode = std::min(std::min(prompt_len_, q) + max_new_, q + page_size_);
+    pages += PagesFor(std::max(prefill, decode));
+  }
+  return pages;
+}
+
+absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l) {
+  using Clock = std::chrono::steady_clock;
+  const ModelConfig& c = model_.config;
+  const auto t0 = Clock::now();
+  window_.CopyOrdered(l, &window_rows_);
+  SelectionRequest r;
+  r.layer = LayerKv{pool.view(), seq.layer_pages[l], seq.layer_len[l]};
+  r.window = window_rows_;
+  r.window_len = window_.size(l);
+  r.n_heads = c.n_heads;
+  r.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  r.wo = model_.weights.layers[l].wo;
+  r.n_keep = std::min(quotas_[l], seq.layer_len[l]);
+  const Selection sel = policy_->Select(r, backend);
+  const auto t1 = Clock::now();
+  const int64_t before = seq.layer_len[l];
+  if (absl::Status st = CompactLayer(pool, seq, l, sel); !st.ok()) return st;
+  stats_.select_seconds += std::chrono::duration<double>(t1 - t0).count();
+  stats_.compact_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
+  stats_.evicted_slots += before - seq.layer_len[l];
+  ++stats_.compactions;
+  return absl::OkStatus();
+}
+
+absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done) {
+  const int64_t n_layers = static_cast<int64_t>(quotas_.size());
+  const bool prompt_end = prompt_done && !prompt_compressed_;
+  for (int64_t l = 0; l < n_layers; ++l) {
+    const int64_t len = seq.layer_len[l], q = quotas_[l];
+    bool due;
+    if (prompt_end || (!prompt_done && settings_.at == CompressAt::kChunk)) {
+      due = len > q;
+    } else if (prompt_done) {
+      due = len >= q + page_size_;
+    } else {
+      due = false;
+    }
+    if (due) {
+      if (absl::Status st = CompressLayer(backend, pool, seq, l); !st.ok()) return st;
+    }
+  }
+  if (prompt_end) {
+    prompt_compressed_ = true;
+    seq.ShrinkReservation(pool, DecodePeakPages());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvserve

@@ -1,0 +1,68 @@
+// One sequence's KV compression: its per-layer quotas, its query window, when each layer
+// is due (after the prompt, after each prefill chunk, or a page past its quota in decode),
+// and what it costs. The scheduler and the single-sequence generator both drive it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/compress/compression_settings.h"
+#include "engine/kv/query_window.h"
+#include "engine/kv/page_pool.h"
+#include "engine/model/model_weights.h"
+#include "kernels/backend.h"
+
+namespace kvserve {
+
+struct CompressionStats {
+  int64_t compactions = 0;       // layer compactions run
+  int64_t evicted_slots = 0;     // slots dropped, summed over layers
+  double select_seconds = 0;     // scoring and selection
+  double compact_seconds = 0;    // moving entries and freeing pages
+};
+
+class SequenceCompressor {
+ public:
+  // settings must be active (policy != full). prefill_chunk bounds the tokens one prefill
+  // step adds, which sizes the chunk mode's peak.
+  static absl::StatusOr<std::unique_ptr<SequenceCompressor>> Create(const Model& model,
+                                                                    const CompressionSettings& settings,
+                                                                    int64_t prompt_len, int64_t max_new_tokens,
+                                                                    int64_t page_size, int64_t prefill_chunk);
+
+  // Where the forward pass records this sequence's queries.
+  QueryWindow* window() { return &window_; }
+  const std::vector<int64_t>& quotas() const { return quotas_; }
+
+  // The most pages the sequence can hold at once (what admission reserves).
+  int64_t PeakPages() const;
+  // The most pages it can hold once the prompt is in and compressed.
+  int64_t DecodePeakPages() const;
+
+  // Call after each forward step that appended to seq. prompt_done: the whole prompt is in
+  // the cache. Compacts every layer that is due; once the prompt is compressed, shrinks the
+  // sequence's reservation to DecodePeakPages so the freed pages serve other requests.
+  absl::Status AfterStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done);
+
+  const CompressionStats& stats() const { return stats_; }
+
+ private:
+  SequenceCompressor(const Model& model, const CompressionSettings& s, std::unique_ptr<KvPolicy> policy,
+                     std::vector<int64_t> quotas, int64_t prompt_len, int64_t max_new, int64_t page_size,
+                     int64_t prefill_chunk);
+  absl::Status CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l);
+  int64_t PagesFor(int64_t slots) const { return (slots + page_size_ - 1) / page_size_; }
+
+  const Model& model_;
+  CompressionSettings settings_;
+  std::unique_ptr<KvPolicy> policy_;
+  std::vector<int64_t> quotas_;
+  int64_t prompt_len_, max_new_, page_size_, prefill_chunk_;
+  QueryWindow window_;
+  bool prompt_compressed_ = false;
+  CompressionStats stats_;
+  std::vector<float> window_rows_;  // scratch
+};
+
+}  // namespace kvserve

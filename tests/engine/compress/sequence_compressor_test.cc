@@ -1,0 +1,244 @@
+// Compression inside generation: a budget that never binds changes nothing, decode-time
+// re-selection keeps every layer within quota + one page, chunk mode bounds the peak, and
+// the scheduler admits more compressed requests into the same pool.
+#include "engine/compress/sequence_compressor.h"
+
+#include "engine/compress/basic_policies.h"
+#include "engine/compress/compaction.h"
+#include "engine/generator.h"
+#include "engine/model/forward.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/random_model.h"
+#include "engine/scheduler/scheduler.h"
+#include "gtest/gtest.h"
+#include "tests/engine/scheduler/scheduler_test_util.h"
+
+namespace kvserve {
+namespace {
+
+class SequenceCompressorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = MakeRandomModel("tiny", 5);
+    ASSERT_TRUE(m.ok());
+    model_ = std::make_unique<Model>(*std::move(m));
+    auto t = Tokenizer::Create(model_->tokenizer);
+    ASSERT_TRUE(t.ok());
+    tokenizer_ = std::make_unique<Tokenizer>(*std::move(t));
+    backend_ = MakeCpuBackend();
+  }
+
+  std::vector<int32_t> Prompt(int n) const {
+    std::vector<int32_t> p;
+    for (int i = 0; i < n; ++i) p.push_back(static_cast<int32_t>((i * 37 + 11) % 500));
+    return p;
+  }
+
+  GenerationResult Run(const std::vector<int32_t>& prompt, const CompressionSettings& kv, int max_new,
+                       int64_t chunk = 512, int64_t page = 16) {
+    GenerationOptions o;
+    o.max_new_tokens = max_new;
+    o.ignore_eos = true;
+    o.compression = kv;
+    o.prefill_chunk = chunk;
+    o.page_size = page;
+    auto g = Generate(*model_, *tokenizer_, *backend_, prompt, o, {}, true);
+    EXPECT_TRUE(g.ok()) << g.status();
+    return g.ok() ? *g : GenerationResult{};
+  }
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_F(SequenceCompressorTest, ABudgetThatNeverBindsIsIdenticalToTheFullCache) {
+  const auto prompt = Prompt(150);
+  const GenerationResult full = Run(prompt, {}, 20);
+  for (const char* policy : {"snapkv", "criticalkv", "streaming", "pyramid"}) {
+    CompressionSettings kv;
+    kv.policy = policy;
+    kv.budget = 100000;
+    const GenerationResult got = Run(prompt, kv, 20);
+    EXPECT_EQ(got.tokens, full.tokens) << policy;
+    ASSERT_EQ(got.step_logits.size(), full.step_logits.size());
+    for (size_t i = 0; i < got.step_logits.size(); ++i) EXPECT_EQ(got.step_logits[i], full.step_logits[i]) << policy;
+    EXPECT_EQ(got.compression.evicted_slots, 0);
+  }
+}
+
+TEST_F(SequenceCompressorTest, CompactingWithTheFullPolicyChangesNoLogit) {
+  // Keep-everything selections run through the real compaction path after every step.
+  const auto prompt = Prompt(70);
+  const ModelConfig& c = model_->config;
+  auto run = [&](bool compact) {
+    PagePool pool({64, 8, c.n_kv_heads, c.head_dim});
+    SequenceKv seq(c.n_layers);
+    LlamaForward fwd(*model_, *backend_, pool);
+    std::vector<float> logits;
+    std::vector<int32_t> tokens = prompt;
+    std::vector<std::vector<float>> all;
+    int64_t pos = 0;
+    for (int step = 0; step < 12; ++step) {
+      logits.clear();
+      const auto span = absl::MakeConstSpan(tokens).subspan(pos);
+      ForwardRequest req{span, pos, &seq, false};
+      EXPECT_TRUE(fwd.Step({&req, 1}, &logits).ok());
+      pos += static_cast<int64_t>(span.size());
+      all.push_back(logits);
+      tokens.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+      if (!compact) continue;
+      for (int64_t l = 0; l < c.n_layers; ++l) {
+        SelectionRequest r;
+        r.layer = LayerKv{pool.view(), seq.layer_pages[l], seq.layer_len[l]};
+        r.n_keep = seq.layer_len[l];
+        EXPECT_TRUE(CompactLayer(pool, seq, l, FullPolicy().Select(r, *backend_)).ok());
+      }
+    }
+    seq.Release(pool);
+    return all;
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
+TEST_F(SequenceCompressorTest, DecodeReselectionKeepsEveryLayerWithinQuotaPlusOnePage) {
+  const ModelConfig& c = model_->config;
+  const int64_t ps = 8, prompt_len = 60, max_new = 100;
+  for (const char* policy : {"snapkv", "criticalkv", "streaming", "pyramid"}) {
+    CompressionSettings kv;
+    kv.policy = policy;
+    kv.budget = 24;
+    kv.window = 8;
+    auto made = SequenceCompressor::Create(*model_, kv, prompt_len, max_new, ps, 512);
+    ASSERT_TRUE(made.ok()) << made.status();
+    SequenceCompressor& comp = **made;
+    PagePool pool({comp.PeakPages(), ps, c.n_kv_heads, c.head_dim});
+    SequenceKv seq(c.n_layers);
+    LlamaForward fwd(*model_, *backend_, pool);
+    std::vector<int32_t> tokens = Prompt(static_cast<int>(prompt_len));
+    std::vector<float> logits;
+    int64_t pos = 0;
+    while (pos < prompt_len + max_new - 1) {
+      logits.clear();
+      const auto span = absl::MakeConstSpan(tokens).subspan(pos);
+      ForwardRequest req{span, pos, &seq, false, comp.window()};
+      ASSERT_TRUE(fwd.Step({&req, 1}, &logits).ok()) << policy << " at position " << pos;
+      pos += static_cast<int64_t>(span.size());
+      ASSERT_TRUE(comp.AfterStep(*backend_, pool, seq, true).ok());
+      for (int64_t l = 0; l < c.n_layers; ++l) {
+        ASSERT_LT(seq.layer_len[l], comp.quotas()[l] + ps) << policy << " layer " << l << " at position " << pos;
+      }
+      tokens.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    }
+    EXPECT_GT(comp.stats().evicted_slots, (prompt_len + max_new - 24) * c.n_layers - ps * c.n_layers) << policy;
+    EXPECT_LE(pool.stats().pages_peak, comp.PeakPages()) << policy;
+    seq.Release(pool);
+  }
+}
+
+TEST_F(SequenceCompressorTest, ChunkModeBoundsThePeakBelowPrefillEnd) {
+  const auto prompt = Prompt(600);
+  CompressionSettings kv;
+  kv.policy = "snapkv";
+  kv.budget = 0.1;
+  kv.window = 16;
+  const GenerationResult at_end = Run(prompt, kv, 8, 64, 16);
+  kv.at = CompressAt::kChunk;
+  const GenerationResult chunked = Run(prompt, kv, 8, 64, 16);
+  const GenerationResult full = Run(prompt, {}, 8, 64, 16);
+  // Full: 38 pages per layer; prefill_end peaks the same; chunk: (60 + 64) slots -> 8 pages.
+  EXPECT_EQ(full.peak_kv_pages, 38 * model_->config.n_layers);
+  EXPECT_EQ(at_end.peak_kv_pages, full.peak_kv_pages);
+  EXPECT_LE(chunked.peak_kv_pages, 8 * model_->config.n_layers);
+  EXPECT_EQ(chunked.kv_slots_at_end, at_end.kv_slots_at_end);
+  EXPECT_GT(chunked.compression.compactions, at_end.compression.compactions);
+}
+
+TEST_F(SequenceCompressorTest, BadSettingsAreRejectedWithTheValue) {
+  const auto prompt = Prompt(10);
+  GenerationOptions o;
+  o.compression.policy = "h2o";
+  absl::Status st = ValidateGeneration(*model_, prompt, o, 4096);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("h2o"), std::string_view::npos) << st;
+  o.compression.policy = "snapkv";
+  o.compression.budget = 2.5;
+  st = ValidateGeneration(*model_, prompt, o, 4096);
+  EXPECT_NE(st.message().find("2.5"), std::string_view::npos) << st;
+  o.compression.budget = -1;
+  EXPECT_EQ(ValidateGeneration(*model_, prompt, o, 4096).code(), absl::StatusCode::kInvalidArgument);
+  o.compression.budget = 0.5;
+  o.compression.pool_kernel = 4;
+  EXPECT_EQ(ValidateGeneration(*model_, prompt, o, 4096).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SequenceCompressorTest, SchedulerAdmitsMoreCompressedRequestsAndReportsUsage) {
+  const ModelConfig& c = model_->config;
+  const int64_t ps = 16;
+  // A full 400 + 8 token request needs 26 pages per layer = 52: the pool holds one.
+  PagePool pool({60, ps, c.n_kv_heads, c.head_dim});
+  SchedulerConfig config;
+  config.prefill_chunk = 64;
+  Scheduler sched(*model_, *tokenizer_, *backend_, pool, config);
+  std::vector<std::shared_ptr<Collected>> out;
+  for (int i = 0; i < 3; ++i) {
+    EngineRequest r;
+    r.prompt = Prompt(400);
+    r.max_new_tokens = 8;
+    r.ignore_eos = true;
+    r.kv_policy = "snapkv";
+    r.kv_budget = 0.1;
+    r.kv_window = 16;
+    r.kv_compress_at = "chunk";
+    out.push_back(std::make_shared<Collected>());
+    r.sink = CollectInto(out.back());
+    ASSERT_TRUE(sched.Submit(std::move(r)).ok());
+  }
+  EXPECT_EQ(sched.num_running(), 3) << "compressed peaks fit three at once";
+  while (!sched.idle()) {
+    ASSERT_TRUE(sched.StepAndDeliver().ok());
+    ASSERT_TRUE(sched.CheckInvariants().ok());
+    EXPECT_LE(pool.stats().pages_used, 60);
+  }
+  for (const auto& o : out) {
+    EXPECT_TRUE(o->status.ok()) << o->status;
+    EXPECT_EQ(o->tokens.size(), 8u);
+  }
+  EXPECT_EQ(pool.stats().pages_used, 0);
+  EXPECT_EQ(pool.stats().pages_reserved, 0);
+
+  // A full-cache request does not fit next to another.
+  EngineRequest full;
+  full.prompt = Prompt(400);
+  full.max_new_tokens = 8;
+  auto sink = std::make_shared<Collected>();
+  full.sink = CollectInto(sink);
+  EngineRequest full2 = full;
+  ASSERT_TRUE(sched.Submit(std::move(full)).ok());
+  ASSERT_TRUE(sched.Submit(std::move(full2)).ok());
+  EXPECT_EQ(sched.num_running(), 1);
+  EXPECT_EQ(sched.num_waiting(), 1);
+}
+
+TEST_F(SequenceCompressorTest, FinalEventCarriesKvUsage) {
+  const ModelConfig& c = model_->config;
+  PagePool pool({200, 16, c.n_kv_heads, c.head_dim});
+  Scheduler sched(*model_, *tokenizer_, *backend_, pool, SchedulerConfig{});
+  StreamEvent last;
+  EngineRequest r;
+  r.prompt = Prompt(300);
+  r.max_new_tokens = 4;
+  r.ignore_eos = true;
+  r.kv_policy = "criticalkv";
+  r.kv_budget = 50;
+  r.sink = [&](const StreamEvent& e) { if (e.finished) last = e; };
+  ASSERT_TRUE(sched.Submit(std::move(r)).ok());
+  while (!sched.idle()) ASSERT_TRUE(sched.StepAndDeliver().ok());
+  ASSERT_TRUE(last.status.ok());
+  EXPECT_EQ(last.kv_entries_evicted, (300 - 50) * c.n_layers);
+  EXPECT_EQ(last.kv_tokens_kept, (50 + 3) * c.n_layers);
+  EXPECT_EQ(last.peak_kv_bytes, 19 * c.n_layers * PagePool::PageBytes(pool.shape()));
+}
+
+}  // namespace
+}  // namespace kvserve
