@@ -18,12 +18,19 @@ std::string_view BudgetPlanName(BudgetPlan plan) { return plan == BudgetPlan::kP
 
 int64_t PyramidLayerBudget(int64_t layer, int64_t n_layers, int64_t prompt_len, int64_t budget_tokens,
                            int64_t window, double beta) {
-  // kvpress writes it with max_capacity = window + B and subtracts the window again.
-  const double capacity = static_cast<double>(window + budget_tokens);
-  const double min_num = (capacity - static_cast<double>(window)) / beta;
-  const double max_num = (capacity - static_cast<double>(window)) * 2 - min_num;
-  if (n_layers < 2 || !(static_cast<double>(prompt_len) >= max_num && max_num >= min_num)) return budget_tokens;
+  // kvpress writes it with capacity = window + B and subtracts the window again.
+  const double b = static_cast<double>(budget_tokens), w = static_cast<double>(window);
+  const double p = static_cast<double>(prompt_len);
+  double min_num = b / beta;
+  double max_num = b * 2 - min_num;
+  if (max_num >= p - w) {
+    // The bottom layer cannot keep more than the prompt outside the window.
+    max_num = p - w;
+    min_num = b * 2 - max_num;
+  }
+  if (n_layers < 2 || !(p >= max_num && max_num >= min_num && min_num >= w)) return budget_tokens;
   const double steps = (max_num - min_num) / static_cast<double>(n_layers - 1);
+  // nearbyint rounds half to even, as Python's round() does in kvpress.
   return static_cast<int64_t>(std::nearbyint(max_num - static_cast<double>(layer) * steps));
 }
 

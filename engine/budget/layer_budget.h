@@ -23,9 +23,10 @@ std::vector<int64_t> LayerQuotas(BudgetPlan plan, int64_t n_layers, int64_t prom
                                  int64_t window, double beta = 20.0);
 
 // PyramidKV's quota of one layer (kvpress PyramidKVPress.get_layer_budget): with
-// B = budget_tokens, min = B / beta and max = 2B - min, layer l keeps
-// round(max - l (max - min) / (n_layers - 1)); when not prompt_len >= max >= min it falls
-// back to B for every layer.
+// B = budget_tokens, min = B / beta and max = 2B - min (max capped at prompt_len - window,
+// min then 2B - max), layer l keeps round(max - l (max - min) / (n_layers - 1)). Unless
+// prompt_len >= max >= min >= window it falls back to B for every layer, so small budgets
+// are uniform, exactly as in kvpress.
 int64_t PyramidLayerBudget(int64_t layer, int64_t n_layers, int64_t prompt_len, int64_t budget_tokens,
                            int64_t window, double beta);
 

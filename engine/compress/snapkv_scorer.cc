@@ -79,7 +79,8 @@ void SnapKvScorer::Score(const SelectionRequest& r, Backend& backend, std::vecto
       best = std::max(best, out[s]);
     }
   }
-  const float window_score = std::nextafter(best, std::numeric_limits<float>::infinity());
+  // As kvpress: one score above every other (the max over all heads, plus one).
+  const float window_score = best + 1.0f;
   for (int64_t g = 0; g < kvh; ++g) {
     std::fill(scores->begin() + g * len + m, scores->begin() + (g + 1) * len, window_score);
   }

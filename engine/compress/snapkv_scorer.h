@@ -1,8 +1,8 @@
 // SnapKV's base score: how much attention the observation window (the last w queries,
 // post-RoPE) pays each earlier entry. Softmax in float32 over the causal keys, mean over
 // the window, an average pool of `kernel` slots (zero padded, divided by kernel), then the
-// mean over the query heads of each KV head. The window's own entries score just above
-// the highest other score, so they are kept first.
+// mean over the query heads of each KV head. The window's own entries score the highest
+// other score plus one (as kvpress), so they are kept first.
 #pragma once
 #include "engine/compress/kv_policy.h"
 

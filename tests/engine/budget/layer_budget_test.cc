@@ -13,20 +13,25 @@ TEST(LayerBudgetTest, UniformGivesEveryLayerTheBudget) {
   EXPECT_EQ(LayerQuotas(BudgetPlan::kUniform, 4, 1000, 100, 64), (std::vector<int64_t>{100, 100, 100, 100}));
 }
 
-TEST(LayerBudgetTest, PyramidDecreasesWithDepthAndKeepsTheTotal) {
-  const int64_t L = 30, B = 200;
-  const std::vector<int64_t> q = LayerQuotas(BudgetPlan::kPyramid, L, 2000, B, 64);
-  // min = B / 20 = 10, max = 2B - min = 390.
-  EXPECT_EQ(q.front(), 390);
-  EXPECT_EQ(q.back(), 10);
+TEST(LayerBudgetTest, PyramidMatchesKvpressOnSmolLM2Shapes) {
+  // kvpress 0.5.5 on a 600-token prompt at compression ratio 0.5 (B = 300, 30 layers):
+  // 536, 520, 503, ..., 80, 64, summing to 9000.
+  const std::vector<int64_t> q = LayerQuotas(BudgetPlan::kPyramid, 30, 600, 300, 64);
+  EXPECT_EQ(q[0], 536);
+  EXPECT_EQ(q[1], 520);
+  EXPECT_EQ(q[2], 503);
+  EXPECT_EQ(q[28], 80);
+  EXPECT_EQ(q[29], 64);
   EXPECT_TRUE(std::is_sorted(q.rbegin(), q.rend()));
-  const int64_t total = std::accumulate(q.begin(), q.end(), int64_t{0});
-  EXPECT_NEAR(static_cast<double>(total), static_cast<double>(L * B), L / 2.0);
+  EXPECT_EQ(std::accumulate(q.begin(), q.end(), int64_t{0}), 9000);
 }
 
-TEST(LayerBudgetTest, PyramidFallsBackToUniformWhenThePromptIsShorterThanTheTopLayer) {
-  // max = 2 * 600 - 30 = 1170 > 1000 prompt tokens.
-  EXPECT_EQ(LayerQuotas(BudgetPlan::kPyramid, 8, 1000, 600, 64), std::vector<int64_t>(8, 600));
+TEST(LayerBudgetTest, PyramidIsUniformWhenTheTopLayerWouldKeepLessThanTheWindow) {
+  // B = 120: min = 6 < 64, so kvpress falls back to the uniform budget.
+  EXPECT_EQ(LayerQuotas(BudgetPlan::kPyramid, 30, 600, 120, 64), std::vector<int64_t>(30, 120));
+  // Long prompt, large budget: min = 2000 / 20 = 100 >= 64, max = 3900.
+  const std::vector<int64_t> q = LayerQuotas(BudgetPlan::kPyramid, 4, 20000, 2000, 64);
+  EXPECT_EQ(q, (std::vector<int64_t>{3900, 2633, 1367, 100}));
 }
 
 TEST(LayerBudgetTest, ParsesPlanNamesAndNamesABadOne) {
