@@ -6,10 +6,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/compress/sequence_compressor.h"
 #include "engine/kv/kv_memory.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
+#include "engine/model/tokenizer.h"
+#include "engine/scheduler/scheduler.h"
 #include "server/cli_args.h"
+#include "server/kv_flags.h"
 
 namespace kvserve {
 namespace {
@@ -19,10 +23,50 @@ int BenchFail(const absl::Status& st) {
   return 1;
 }
 
+// How many requests of this shape a pool of `fit_memory` admits at once: submits `count`
+// of them to a Scheduler (admission happens at Submit) and reads how many run.
+int BenchAdmission(const Model& model, Backend& backend, const std::vector<int32_t>& prompt, int64_t n_new,
+                   int64_t chunk, const CompressionSettings& kv, const std::string& fit_memory, int64_t count) {
+  const ModelConfig& c = model.config;
+  auto available = AvailableMemoryBytes();
+  auto bytes = ParseKvMemory(fit_memory, available.ok() ? *available : 0);
+  if (!bytes.ok()) return BenchFail(bytes.status());
+  auto pages = PagesForBytes(*bytes, {0, 16, c.n_kv_heads, c.head_dim});
+  if (!pages.ok()) return BenchFail(pages.status());
+  auto tokenizer = Tokenizer::Create(model.tokenizer);
+  if (!tokenizer.ok()) return BenchFail(tokenizer.status());
+  PagePool pool({*pages, 16, c.n_kv_heads, c.head_dim});
+  SchedulerConfig config;
+  config.prefill_chunk = chunk;
+  config.max_waiting = count;
+  config.max_context = static_cast<int64_t>(prompt.size()) + n_new;
+  config.kv_defaults = kv;
+  Scheduler sched(model, *tokenizer, backend, pool, config);
+  for (int64_t i = 0; i < count; ++i) {
+    EngineRequest r;
+    r.prompt = prompt;
+    r.max_new_tokens = static_cast<int32_t>(n_new);
+    r.ignore_eos = true;
+    if (auto h = sched.Submit(std::move(r)); !h.ok()) return BenchFail(h.status());
+  }
+  std::printf("{\"engine\":\"kvserve\",\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"kv_budget\":%g,"
+              "\"kv_memory\":\"%s\",\"pool_pages\":%lld,\"page_bytes\":%lld,\"prompt_tokens\":%zu,"
+              "\"submitted\":%lld,\"admitted_at_once\":%lld,\"reserved_pages\":%lld}\n",
+              kv.policy.c_str(), std::string(CompressAtName(kv.at)).c_str(), kv.active() ? kv.budget : 1.0, fit_memory.c_str(),
+              static_cast<long long>(*pages), static_cast<long long>(PagePool::PageBytes(pool.shape())),
+              prompt.size(), static_cast<long long>(count), static_cast<long long>(sched.num_running()),
+              static_cast<long long>(pool.stats().pages_reserved));
+  sched.AbortAll();
+  return 0;
+}
+
 }  // namespace
 
 int RunBench(int argc, char** argv) {
-  auto args = CliArgs::Parse(argc, argv, {"model", "prompt-tokens", "new-tokens", "repeats", "prefill-chunk", "batch"}, {});
+  std::vector<std::string> flags = {"model", "prompt-tokens", "new-tokens", "repeats", "prefill-chunk", "batch",
+                                    "fit-memory", "fit-count"};
+  flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
+  auto args = CliArgs::Parse(argc, argv, flags, {});
   if (!args.ok()) return BenchFail(args.status());
   auto spec = args->Get("model");
   if (!spec) return BenchFail(absl::InvalidArgumentError("--model is required"));
@@ -37,6 +81,8 @@ int RunBench(int argc, char** argv) {
   if (!model.ok()) return BenchFail(model.status());
   const ModelConfig& c = model->config;
   auto backend = MakeCpuBackend();
+  auto kv = CompressionFromArgs(*args, c.n_layers);
+  if (!kv.ok()) return BenchFail(kv.status());
 
   // Deterministic ids spread over the vocabulary, the same ones the peer script uses for
   // sequence 0; sequence b is shifted by b so batched sequences differ.
@@ -46,14 +92,38 @@ int RunBench(int argc, char** argv) {
     for (int64_t i = 0; i < *n_prompt; ++i) prompts[b][i] = static_cast<int32_t>((i * 7919 + 13 + b) % c.vocab_size);
   }
 
+  if (auto fit = args->Get("fit-memory")) {
+    auto count = args->GetInt("fit-count", 16);
+    if (!count.ok()) return BenchFail(count.status());
+    return BenchAdmission(*model, *backend, prompts[0], *n_new, *chunk, *kv, *fit, *count);
+  }
+
   // Prefill: each sequence's prompt in chunks (one sequence per step); decode: one token for
   // every sequence per step, greedy.
+  // With a KV policy, each sequence compresses as the generator does; the compression time
+  // is part of the prefill and decode times, and reported on its own too.
   double best_prefill = 1e30, best_decode = 1e30;
+  CompressionStats best_stats;
+  int64_t peak_pages = 0;
   for (int64_t r = 0; r < *repeats; ++r) {
+    std::vector<std::unique_ptr<SequenceCompressor>> comps(static_cast<size_t>(nb));
     PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim};
-    shape.num_pages = PeakPagesForRequest(*n_prompt, *n_new, shape.page_size, c.n_layers) * nb;
+    for (int64_t b = 0; b < nb; ++b) {
+      if (kv->active()) {
+        auto made = SequenceCompressor::Create(*model, *kv, *n_prompt, *n_new, shape.page_size, *chunk);
+        if (!made.ok()) return BenchFail(made.status());
+        comps[b] = *std::move(made);
+        shape.num_pages += comps[b]->PeakPages();
+      } else {
+        shape.num_pages += PeakPagesForRequest(*n_prompt, *n_new, shape.page_size, c.n_layers);
+      }
+    }
     PagePool pool(shape);
     std::vector<SequenceKv> seqs(static_cast<size_t>(nb), SequenceKv(c.n_layers));
+    auto window = [&](int64_t b) { return comps[b] ? comps[b]->window() : nullptr; };
+    auto compress = [&](int64_t b, bool prompt_done) {
+      return comps[b] ? comps[b]->AfterStep(*backend, pool, seqs[b], prompt_done) : absl::OkStatus();
+    };
     LlamaForward fwd(*model, *backend, pool);
     std::vector<float> logits;
     std::vector<int32_t> next(static_cast<size_t>(nb));
@@ -62,31 +132,48 @@ int RunBench(int argc, char** argv) {
       for (int64_t pos = 0; pos < *n_prompt; pos += *chunk) {
         const int64_t n = std::min(*chunk, *n_prompt - pos);
         logits.clear();
-        ForwardRequest req{absl::MakeConstSpan(prompts[b]).subspan(pos, n), pos, &seqs[b], false};
+        ForwardRequest req{absl::MakeConstSpan(prompts[b]).subspan(pos, n), pos, &seqs[b], false, window(b)};
         if (auto st = fwd.Step({&req, 1}, &logits); !st.ok()) return BenchFail(st);
+        if (auto st = compress(b, pos + n == *n_prompt); !st.ok()) return BenchFail(st);
       }
       next[b] = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     const auto t1 = std::chrono::steady_clock::now();
+    // Sequence 0's compression work during its prefill (its share of the prefill time).
+    const CompressionStats prefill_stats = comps[0] ? comps[0]->stats() : CompressionStats{};
     std::vector<ForwardRequest> step(static_cast<size_t>(nb));
     for (int64_t i = 0; i < *n_new; ++i) {
-      for (int64_t b = 0; b < nb; ++b) step[b] = {absl::MakeConstSpan(&next[b], 1), *n_prompt + i, &seqs[b], false};
+      for (int64_t b = 0; b < nb; ++b) {
+        step[b] = {absl::MakeConstSpan(&next[b], 1), *n_prompt + i, &seqs[b], false, window(b)};
+      }
       logits.clear();
       if (auto st = fwd.Step(step, &logits); !st.ok()) return BenchFail(st);
       for (int64_t b = 0; b < nb; ++b) {
+        if (auto st = compress(b, true); !st.ok()) return BenchFail(st);
         const float* row = logits.data() + b * c.vocab_size;
         next[b] = static_cast<int32_t>(std::max_element(row, row + c.vocab_size) - row);
       }
     }
     const auto t2 = std::chrono::steady_clock::now();
-    best_prefill = std::min(best_prefill, std::chrono::duration<double>(t1 - t0).count());
+    const double prefill = std::chrono::duration<double>(t1 - t0).count();
+    if (prefill < best_prefill && comps[0]) best_stats = prefill_stats;
+    peak_pages = pool.stats().pages_peak;
+    best_prefill = std::min(best_prefill, prefill);
     best_decode = std::min(best_decode, std::chrono::duration<double>(t2 - t1).count());
     for (auto& s : seqs) s.Release(pool);
   }
+  const int64_t page_bytes = PagePool::PageBytes({0, 16, c.n_kv_heads, c.head_dim});
   std::printf("{\"engine\":\"kvserve\",\"batch\":%lld,\"prompt_tokens\":%lld,\"new_tokens\":%lld,"
-              "\"prefill_chunk\":%lld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f}\n",
+              "\"prefill_chunk\":%lld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,"
+              "\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"kv_budget\":%g,\"peak_kv_pages\":%lld,"
+              "\"peak_kv_bytes\":%lld,\"prefill_compress_seconds\":%.4f,\"select_seconds\":%.4f,"
+              "\"compact_seconds\":%.4f}\n",
               static_cast<long long>(nb), static_cast<long long>(*n_prompt), static_cast<long long>(*n_new),
-              static_cast<long long>(*chunk), nb * *n_prompt / best_prefill, nb * *n_new / best_decode);
+              static_cast<long long>(*chunk), nb * *n_prompt / best_prefill, nb * *n_new / best_decode,
+              kv->policy.c_str(), std::string(CompressAtName(kv->at)).c_str(), kv->active() ? kv->budget : 1.0,
+              static_cast<long long>(peak_pages), static_cast<long long>(peak_pages * page_bytes),
+              best_stats.select_seconds + best_stats.compact_seconds, best_stats.select_seconds,
+              best_stats.compact_seconds);
   return 0;
 }
 
