@@ -81,7 +81,7 @@ int RunBench(int argc, char** argv) {
   if (!model.ok()) return BenchFail(model.status());
   const ModelConfig& c = model->config;
   auto backend = MakeCpuBackend();
-  auto kv = CompressionFromArgs(*args, c.n_layers);
+  auto kv = CompressionFromArgs(*args, *model);
   if (!kv.ok()) return BenchFail(kv.status());
 
   // Deterministic ids spread over the vocabulary, the same ones the peer script uses for

@@ -96,7 +96,7 @@ int RunGenerate(int argc, char** argv) {
   KV_ASSIGN_OR_FAIL(options, OptionsFromArgs(args));
   if (args.Has("prompts-file")) {
     KV_ASSIGN_OR_FAIL(batch_model, LoadModel(*model_spec));
-    KV_ASSIGN_OR_FAIL(batch_kv, CompressionFromArgs(args, batch_model.config.n_layers));
+    KV_ASSIGN_OR_FAIL(batch_kv, CompressionFromArgs(args, batch_model));
     options.compression = batch_kv;
     KV_ASSIGN_OR_FAIL(batch_tokenizer, Tokenizer::Create(batch_model.tokenizer));
     KV_ASSIGN_OR_FAIL(batch_context, args.GetInt("max-context", batch_model.config.max_context));
@@ -106,7 +106,7 @@ int RunGenerate(int argc, char** argv) {
   if (!prompt_text || prompt_text->empty()) return Fail(absl::InvalidArgumentError("--prompt is empty"));
   KV_ASSIGN_OR_FAIL(model, LoadModel(*model_spec));
   KV_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
-  KV_ASSIGN_OR_FAIL(kv_settings, CompressionFromArgs(args, model.config.n_layers));
+  KV_ASSIGN_OR_FAIL(kv_settings, CompressionFromArgs(args, model));
   options.compression = kv_settings;
 
   std::string text = *prompt_text;

@@ -1,44 +1,62 @@
 #include "server/kv_flags.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace kvserve {
 
 const std::vector<std::string>& KvFlagNames() {
-  static const std::vector<std::string> names = {"kv-policy", "kv-budget", "kv-plan", "compress-at",
-                                                 "kv-window", "first-stage-ratio", "pool-kernel", "sink-tokens"};
+  static const std::vector<std::string> names = {"kv-policy",   "kv-budget",         "budget-plan", "compress-at",
+                                                 "kv-window",   "first-stage-ratio", "pool-kernel", "sink-tokens",
+                                                 "ripple-r",    "ripple-gamma"};
   return names;
 }
 
 const char* KvFlagsHelp() {
   return "  [--kv-policy full|streaming|snapkv|criticalkv|pyramid=full] [--kv-budget F|N=0.2]\n"
-         "  (fraction <= 1 of the prompt, or tokens per layer) [--kv-plan uniform|pyramid]\n"
-         "  [--compress-at prefill_end|chunk=prefill_end] [--kv-window N=64] [--first-stage-ratio R=0.5]\n"
-         "  [--pool-kernel K=5] [--sink-tokens N=4]\n";
+         "  (fraction <= 1 of the prompt, or tokens per layer) [--budget-plan uniform|pyramid|ripple:PROFILE.json]\n"
+         "  [--ripple-r R=8] [--ripple-gamma G=4] [--compress-at prefill_end|chunk=prefill_end]\n"
+         "  [--kv-window N=64] [--first-stage-ratio R=0.5] [--pool-kernel K=5] [--sink-tokens N=4]\n";
 }
 
-absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, int64_t n_layers) {
+absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, const Model& model) {
   CompressionSettings s;
   if (auto p = a.Get("kv-policy")) s.policy = *p;
-  if (auto p = a.Get("kv-plan")) s.plan = *p;
+  if (auto p = a.Get("budget-plan")) {
+    if (absl::StartsWith(*p, "ripple:")) {
+      auto profile = LoadRippleProfile(p->substr(7));
+      if (!profile.ok()) return profile.status();
+      if (absl::Status st = CheckProfileMatchesModel(*profile, model); !st.ok()) return st;
+      s.ripple = std::make_shared<const RippleProfile>(*std::move(profile));
+      s.plan = "ripple";
+    } else if (*p == "ripple") {
+      return absl::InvalidArgumentError("--budget-plan ripple needs a profile: --budget-plan ripple:PROFILE.json");
+    } else {
+      s.plan = *p;
+    }
+  }
   if (auto p = a.Get("compress-at")) {
     absl::StatusOr<CompressAt> at = ParseCompressAt(*p);
     if (!at.ok()) return absl::InvalidArgumentError(absl::StrCat("--compress-at: ", at.status().message()));
     s.at = *at;
   }
   absl::StatusOr<double> budget = a.GetDouble("kv-budget", s.budget),
-                         ratio = a.GetDouble("first-stage-ratio", s.first_stage_ratio);
+                         ratio = a.GetDouble("first-stage-ratio", s.first_stage_ratio),
+                         r = a.GetDouble("ripple-r", s.ripple_params.r),
+                         gamma = a.GetDouble("ripple-gamma", s.ripple_params.gamma);
   absl::StatusOr<int64_t> window = a.GetInt("kv-window", s.window), kernel = a.GetInt("pool-kernel", s.pool_kernel),
                           sinks = a.GetInt("sink-tokens", s.n_sink);
-  for (const absl::Status& st : {budget.status(), ratio.status(), window.status(), kernel.status(), sinks.status()}) {
+  for (const absl::Status& st : {budget.status(), ratio.status(), r.status(), gamma.status(), window.status(),
+                                 kernel.status(), sinks.status()}) {
     if (!st.ok()) return st;
   }
   s.budget = *budget;
   s.first_stage_ratio = *ratio;
+  s.ripple_params = {*r, *gamma};
   s.window = *window;
   s.pool_kernel = *kernel;
   s.n_sink = *sinks;
-  if (absl::Status st = ValidateCompressionSettings(s, n_layers); !st.ok()) return st;
+  if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) return st;
   return s;
 }
 

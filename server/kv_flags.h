@@ -5,17 +5,19 @@
 
 #include "absl/status/statusor.h"
 #include "engine/compress/compression_settings.h"
+#include "engine/model/model_weights.h"
 #include "server/cli_args.h"
 
 namespace kvserve {
 
-// --kv-policy, --kv-budget, --kv-plan, --compress-at, --kv-window, --first-stage-ratio,
-// --pool-kernel, --sink-tokens.
+// --kv-policy, --kv-budget, --budget-plan, --compress-at, --kv-window, --first-stage-ratio,
+// --pool-kernel, --sink-tokens, --ripple-r, --ripple-gamma.
 const std::vector<std::string>& KvFlagNames();
 // One usage line per flag, for --help.
 const char* KvFlagsHelp();
 
 // The settings the flags describe (defaults where absent); errors name the flag and value.
-absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& args, int64_t n_layers);
+// --budget-plan ripple:PROFILE.json loads the profile and checks it was made for `model`.
+absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& args, const Model& model);
 
 }  // namespace kvserve

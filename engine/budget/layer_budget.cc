@@ -10,11 +10,19 @@ namespace kvserve {
 absl::StatusOr<BudgetPlan> ParseBudgetPlan(std::string_view name) {
   if (name == "uniform") return BudgetPlan::kUniform;
   if (name == "pyramid") return BudgetPlan::kPyramid;
+  if (name == "ripple") return BudgetPlan::kRipple;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown KV budget plan '", std::string(name), "' (expected uniform or pyramid)"));
+      absl::StrCat("unknown KV budget plan '", std::string(name), "' (expected uniform, pyramid or ripple)"));
 }
 
-std::string_view BudgetPlanName(BudgetPlan plan) { return plan == BudgetPlan::kPyramid ? "pyramid" : "uniform"; }
+std::string_view BudgetPlanName(BudgetPlan plan) {
+  switch (plan) {
+    case BudgetPlan::kPyramid: return "pyramid";
+    case BudgetPlan::kRipple: return "ripple";
+    case BudgetPlan::kUniform: break;
+  }
+  return "uniform";
+}
 
 int64_t PyramidLayerBudget(int64_t layer, int64_t n_layers, int64_t prompt_len, int64_t budget_tokens,
                            int64_t window, double beta) {

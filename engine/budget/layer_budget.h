@@ -11,14 +11,15 @@
 
 namespace kvserve {
 
-enum class BudgetPlan { kUniform, kPyramid };
+enum class BudgetPlan { kUniform, kPyramid, kRipple };
 
-// "uniform" or "pyramid"; the error names the value.
+// "uniform", "pyramid" or "ripple"; the error names the value.
 absl::StatusOr<BudgetPlan> ParseBudgetPlan(std::string_view name);
 std::string_view BudgetPlanName(BudgetPlan plan);
 
 // Tokens per layer (each >= 1) for a prompt of prompt_len tokens and a mean budget of
-// budget_tokens per layer. window is the observation window the selection keeps.
+// budget_tokens per layer. window is the observation window the selection keeps. The
+// ripple plan needs a profile (see ripple_plan.h); here it falls back to uniform.
 std::vector<int64_t> LayerQuotas(BudgetPlan plan, int64_t n_layers, int64_t prompt_len, int64_t budget_tokens,
                                  int64_t window, double beta = 20.0);
 

@@ -45,6 +45,22 @@ absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n
         absl::StrCat("KV budget above 1 is a token count and must be a whole number, got ", s.budget));
   }
   if (auto plan = ParseBudgetPlan(PlanOf(s)); !plan.ok()) return plan.status();
+  if (PlanOf(s) == "ripple") {
+    if (!s.ripple) {
+      return absl::InvalidArgumentError(
+          "KV budget plan ripple needs a RippleKV profile (start with --budget-plan ripple:PROFILE.json)");
+    }
+    if (n_layers > 0 && static_cast<int64_t>(s.ripple->sensitivity.size()) != n_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("the RippleKV profile has ", s.ripple->sensitivity.size(),
+                                                     " layers, the model ", n_layers));
+    }
+  }
+  if (!(s.ripple_params.r >= 1) || !std::isfinite(s.ripple_params.r)) {
+    return absl::InvalidArgumentError(absl::StrCat("ripple r must be >= 1, got ", s.ripple_params.r));
+  }
+  if (!(s.ripple_params.gamma >= 1) || !std::isfinite(s.ripple_params.gamma)) {
+    return absl::InvalidArgumentError(absl::StrCat("ripple gamma must be >= 1, got ", s.ripple_params.gamma));
+  }
   if (s.policy == "pyramid" && PlanOf(s) != "pyramid") {
     return absl::InvalidArgumentError(absl::StrCat("KV policy pyramid needs budget plan pyramid, got '", s.plan, "'"));
   }
@@ -82,12 +98,15 @@ absl::StatusOr<std::unique_ptr<KvPolicy>> MakeKvPolicy(const CompressionSettings
   return std::make_unique<ScorerPolicy>(s.policy, std::make_unique<SnapKvScorer>(s.pool_kernel));
 }
 
-std::vector<int64_t> QuotasFor(const CompressionSettings& s, int64_t n_layers, int64_t prompt_len) {
+std::vector<int64_t> QuotasFor(const CompressionSettings& s, int64_t n_layers, int64_t prompt_len, int64_t page_size) {
   if (!s.layer_quota.empty()) return s.layer_quota;
   const int64_t tokens = s.budget <= 1
       ? static_cast<int64_t>(std::floor(s.budget * static_cast<double>(prompt_len)))
       : static_cast<int64_t>(s.budget);
   const BudgetPlan plan = *ParseBudgetPlan(PlanOf(s));
+  if (plan == BudgetPlan::kRipple && s.ripple) {
+    return RippleQuotas(s.ripple->sensitivity, s.ripple_params, std::max<int64_t>(1, tokens), page_size);
+  }
   return LayerQuotas(plan, n_layers, prompt_len, std::max<int64_t>(1, tokens), s.window);
 }
 

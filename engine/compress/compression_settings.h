@@ -8,6 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/budget/layer_budget.h"
+#include "engine/budget/ripple_plan.h"
+#include "engine/budget/ripple_profile.h"
 #include "engine/compress/kv_policy.h"
 
 namespace kvserve {
@@ -21,13 +23,17 @@ std::string_view CompressAtName(CompressAt at);
 struct CompressionSettings {
   std::string policy = "full";      // full|streaming|snapkv|criticalkv|pyramid
   double budget = 0.2;              // fraction of the prompt (<= 1) or tokens per layer (> 1)
-  std::string plan;                 // uniform|pyramid; empty: pyramid for "pyramid", else uniform
+  std::string plan;                 // uniform|pyramid|ripple; empty: pyramid for "pyramid", else uniform
   CompressAt at = CompressAt::kPrefillEnd;
   double first_stage_ratio = 0.5;   // CriticalKV
   int64_t window = 64;              // observation window, in queries
   int64_t pool_kernel = 5;          // SnapKV average pool
   int64_t n_sink = 4;               // StreamingLLM
   std::vector<int64_t> layer_quota; // explicit tokens per layer; overrides budget and plan
+  // The server's RippleKV profile (checked against the model when loaded); plan "ripple"
+  // needs it.
+  std::shared_ptr<const RippleProfile> ripple;
+  RippleParams ripple_params;
 
   bool active() const { return policy != "full"; }
 };
@@ -38,7 +44,7 @@ absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n
 // The selection policy the settings name (pyramid selects like SnapKV).
 absl::StatusOr<std::unique_ptr<KvPolicy>> MakeKvPolicy(const CompressionSettings& s);
 
-// Tokens each layer keeps for a prompt of prompt_len tokens.
-std::vector<int64_t> QuotasFor(const CompressionSettings& s, int64_t n_layers, int64_t prompt_len);
+// Tokens each layer keeps for a prompt of prompt_len tokens (ripple quotas are whole pages).
+std::vector<int64_t> QuotasFor(const CompressionSettings& s, int64_t n_layers, int64_t prompt_len, int64_t page_size);
 
 }  // namespace kvserve

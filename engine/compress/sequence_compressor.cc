@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<SequenceCompressor>> SequenceCompressor::Create(
   auto policy = MakeKvPolicy(settings);
   if (!policy.ok()) return policy.status();
   return std::unique_ptr<SequenceCompressor>(
-      new SequenceCompressor(model, settings, *std::move(policy), QuotasFor(settings, n_layers, prompt_len),
+      new SequenceCompressor(model, settings, *std::move(policy), QuotasFor(settings, n_layers, prompt_len, page_size),
                              prompt_len, max_new_tokens, page_size, prefill_chunk));
 }
 

@@ -1,0 +1,132 @@
+#include "engine/budget/ripple_profiler.h"
+
+#include <cmath>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "engine/kv/page_pool.h"
+#include "engine/model/forward.h"
+
+namespace kvserve {
+namespace {
+
+// log-softmax of one row, in double.
+void LogSoftmax(const float* x, int64_t n, std::vector<double>* out) {
+  out->resize(static_cast<size_t>(n));
+  double mx = x[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
+  const double lse = mx + std::log(sum);
+  for (int64_t i = 0; i < n; ++i) (*out)[i] = static_cast<double>(x[i]) - lse;
+}
+
+// Adds noise of std scale * RMS(head) to every cached value of layer l's first `slots`
+// slots; returns the original values so they can be put back.
+std::vector<float> PerturbValues(PagePool& pool, const SequenceKv& seq, int64_t l, int64_t slots, double scale,
+                                 uint64_t seed) {
+  const PagedKv kv = pool.view();
+  const int64_t H = kv.n_kv_heads, d = kv.head_dim, ps = kv.page_size;
+  auto at = [&](int64_t s, int64_t h) {
+    return kv.v + ((static_cast<int64_t>(seq.layer_pages[l][s / ps]) * ps + s % ps) * H + h) * d;
+  };
+  std::vector<float> saved(static_cast<size_t>(slots * H * d));
+  for (int64_t s = 0; s < slots; ++s) {
+    for (int64_t h = 0; h < H; ++h) std::copy_n(at(s, h), d, saved.data() + (s * H + h) * d);
+  }
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  for (int64_t h = 0; h < H; ++h) {
+    double sq = 0;
+    for (int64_t s = 0; s < slots; ++s) {
+      for (int64_t e = 0; e < d; ++e) sq += static_cast<double>(at(s, h)[e]) * at(s, h)[e];
+    }
+    const double sigma = scale * std::sqrt(sq / static_cast<double>(slots * d));
+    for (int64_t s = 0; s < slots; ++s) {
+      float* v = at(s, h);
+      for (int64_t e = 0; e < d; ++e) v[e] += static_cast<float>(sigma * noise(rng));
+    }
+  }
+  return saved;
+}
+
+void RestoreValues(PagePool& pool, const SequenceKv& seq, int64_t l, int64_t slots, const std::vector<float>& saved) {
+  const PagedKv kv = pool.view();
+  const int64_t H = kv.n_kv_heads, d = kv.head_dim, ps = kv.page_size;
+  for (int64_t s = 0; s < slots; ++s) {
+    float* dst = kv.v + ((static_cast<int64_t>(seq.layer_pages[l][s / ps]) * ps + s % ps) * H) * d;
+    std::copy_n(saved.data() + s * H * d, H * d, dst);
+  }
+}
+
+}  // namespace
+
+double MeanKl(absl::Span<const float> p_logits, absl::Span<const float> q_logits, int64_t vocab) {
+  const int64_t rows = static_cast<int64_t>(p_logits.size()) / vocab;
+  std::vector<double> lp, lq;
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    LogSoftmax(p_logits.data() + r * vocab, vocab, &lp);
+    LogSoftmax(q_logits.data() + r * vocab, vocab, &lq);
+    double kl = 0;
+    for (int64_t i = 0; i < vocab; ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+    total += std::max(0.0, kl);  // rounding can make a ~0 KL slightly negative
+  }
+  return rows ? total / static_cast<double>(rows) : 0.0;
+}
+
+absl::StatusOr<std::vector<double>> MeasureLayerSensitivity(const Model& model, Backend& backend,
+                                                            absl::Span<const std::vector<int32_t>> samples,
+                                                            const ProfilerOptions& o,
+                                                            const std::function<void(int64_t)>& progress) {
+  const ModelConfig& c = model.config;
+  if (samples.empty()) return absl::InvalidArgumentError("the profiler needs at least one calibration sample");
+  if (o.scored_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("scored tokens must be >= 1, got ", o.scored_tokens));
+  }
+  if (!(o.perturbation_scale > 0) || !std::isfinite(o.perturbation_scale)) {
+    return absl::InvalidArgumentError(absl::StrCat("perturbation scale must be > 0, got ", o.perturbation_scale));
+  }
+  std::vector<double> s(static_cast<size_t>(c.n_layers), 0.0);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const std::vector<int32_t>& tokens = samples[i];
+    const int64_t n = static_cast<int64_t>(tokens.size()), ctx = n - o.scored_tokens;
+    if (ctx < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("calibration sample ", i, " has ", n,
+                                                     " tokens; it needs more than the ", o.scored_tokens,
+                                                     " scored tokens"));
+    }
+    const int64_t ps = 16;
+    PagePool pool({(n + ps - 1) / ps * c.n_layers, ps, c.n_kv_heads, c.head_dim});
+    SequenceKv seq(c.n_layers);
+    LlamaForward fwd(model, backend, pool);
+    std::vector<float> logits, ref;
+    for (int64_t pos = 0; pos < ctx; pos += o.prefill_chunk) {
+      logits.clear();
+      ForwardRequest req{absl::MakeConstSpan(tokens).subspan(pos, std::min(o.prefill_chunk, ctx - pos)), pos, &seq,
+                         false};
+      if (absl::Status st = fwd.Step({&req, 1}, &logits); !st.ok()) return st;
+    }
+    const auto scored = absl::MakeConstSpan(tokens).subspan(ctx);
+    auto run_scored = [&](std::vector<float>* out) {
+      out->clear();
+      ForwardRequest req{scored, ctx, &seq, true};
+      absl::Status st = fwd.Step({&req, 1}, out);
+      for (int64_t l = 0; l < c.n_layers; ++l) seq.TruncateLayer(pool, l, ctx);  // back to the context
+      return st;
+    };
+    if (absl::Status st = run_scored(&ref); !st.ok()) return st;
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const uint64_t seed = o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i) * 1000003ull + static_cast<uint64_t>(l);
+      const std::vector<float> saved = PerturbValues(pool, seq, l, ctx, o.perturbation_scale, seed);
+      if (absl::Status st = run_scored(&logits); !st.ok()) return st;
+      RestoreValues(pool, seq, l, ctx, saved);
+      s[l] += MeanKl(ref, logits, c.vocab_size) / static_cast<double>(samples.size());
+    }
+    seq.Release(pool);
+    if (progress) progress(static_cast<int64_t>(i));
+  }
+  return s;
+}
+
+}  // namespace kvserve

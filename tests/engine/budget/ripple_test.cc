@@ -1,0 +1,196 @@
+// RippleKV: plan arithmetic on known inputs, the profile file's round trip and model check,
+// and the profiler on the tiny random model.
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "engine/budget/ripple_plan.h"
+#include "engine/budget/ripple_profile.h"
+#include "engine/budget/ripple_profiler.h"
+#include "engine/compress/compression_settings.h"
+#include "engine/model/model_loader.h"
+#include "gtest/gtest.h"
+
+namespace kvserve {
+namespace {
+
+int64_t Sum(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
+
+TEST(RipplePlanTest, WeightsFollowRToTheNormalizedSensitivityAndClip) {
+  // s normalized: 0, 0.5, 1 -> 4^s = 1, 2, 4; gamma 3 clips the top to 3.
+  const std::vector<double> w = RippleWeights({0.2, 0.6, 1.0}, {4.0, 3.0});
+  EXPECT_DOUBLE_EQ(w[0], 1.0);
+  EXPECT_DOUBLE_EQ(w[1], 2.0);
+  EXPECT_DOUBLE_EQ(w[2], 3.0);
+  EXPECT_EQ(RippleWeights({5, 5, 5}, {8, 4}), std::vector<double>(3, 1.0)) << "no spread: uniform";
+}
+
+TEST(RipplePlanTest, QuotasKeepTheTotalAndRoundToWholePages) {
+  const std::vector<double> s = {0.0, 0.1, 0.9, 0.3, 1.0, 0.05};
+  for (int64_t budget : {64, 100, 333, 1000}) {
+    const std::vector<int64_t> q = RippleQuotas(s, {8, 4}, budget, 16);
+    const int64_t pages = std::llround(budget * 6 / 16.0);
+    EXPECT_EQ(Sum(q), pages * 16) << "budget " << budget;
+    for (int64_t v : q) {
+      EXPECT_EQ(v % 16, 0);
+      EXPECT_GE(v, 16);
+    }
+    EXPECT_GT(q[4], q[0]) << "the most sensitive layer keeps more";
+    EXPECT_GT(q[2], q[3]);
+  }
+  // Exact shares where rounding is not in the way: weights 1, 2, 1 (r = 2, s = 0, 1, 0).
+  EXPECT_EQ(RippleQuotas({0, 1, 0}, {2, 4}, 64, 16), (std::vector<int64_t>{48, 96, 48}));
+}
+
+TEST(RipplePlanTest, EveryLayerKeepsAPageEvenAtTinyBudgets) {
+  const std::vector<int64_t> q = RippleQuotas({0, 0, 0, 1}, {100, 100}, 4, 16);
+  EXPECT_EQ(q.size(), 4u);
+  for (int64_t v : q) EXPECT_GE(v, 16);
+  EXPECT_EQ(Sum(q), 4 * 16);
+}
+
+class RippleProfileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = MakeRandomModel("tiny", 1);
+    ASSERT_TRUE(m.ok());
+    model_ = std::make_unique<Model>(*std::move(m));
+    path_ = ::testing::TempDir() + "/ripple_profile_test.json";
+  }
+  RippleProfile Sample() const {
+    RippleProfile p;
+    p.architecture = model_->config.architecture;
+    p.n_layers = model_->config.n_layers;
+    p.n_heads = model_->config.n_heads;
+    p.n_kv_heads = model_->config.n_kv_heads;
+    p.head_dim = model_->config.head_dim;
+    p.fingerprint = ModelFingerprint(*model_);
+    p.calibration_files = {"a.txt", "b.txt"};
+    p.samples = 4;
+    p.max_tokens = 128;
+    p.scored_tokens = 16;
+    p.perturbation_scale = 0.5;
+    p.seed = 3;
+    p.sensitivity = {0.25, 0.0625};
+    return p;
+  }
+  std::unique_ptr<Model> model_;
+  std::string path_;
+};
+
+TEST_F(RippleProfileTest, RoundTrips) {
+  const RippleProfile p = Sample();
+  ASSERT_TRUE(SaveRippleProfile(p, path_).ok());
+  auto q = LoadRippleProfile(path_);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->fingerprint, p.fingerprint);
+  EXPECT_EQ(q->sensitivity, p.sensitivity);
+  EXPECT_EQ(q->calibration_files, p.calibration_files);
+  EXPECT_EQ(q->seed, 3u);
+  EXPECT_TRUE(CheckProfileMatchesModel(*q, *model_).ok());
+}
+
+TEST_F(RippleProfileTest, AProfileForAnotherModelIsRefused) {
+  ASSERT_TRUE(SaveRippleProfile(Sample(), path_).ok());
+  auto other = MakeRandomModel("smollm2-135m", 1);
+  ASSERT_TRUE(other.ok());
+  auto p = LoadRippleProfile(path_);
+  ASSERT_TRUE(p.ok());
+  const absl::Status st = CheckProfileMatchesModel(*p, *other);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("another model"), std::string_view::npos) << st;
+  // Same shapes, other weights: the fingerprint still differs.
+  auto reseeded = MakeRandomModel("tiny", 2);
+  ASSERT_TRUE(reseeded.ok());
+  EXPECT_FALSE(CheckProfileMatchesModel(*p, *reseeded).ok());
+}
+
+TEST_F(RippleProfileTest, BadFilesNameTheProblem) {
+  {
+    std::FILE* f = std::fopen(path_.c_str(), "w");
+    std::fputs("{\"format\": \"kvserve-ripple-profile/1\", \"model\": {}}", f);
+    std::fclose(f);
+  }
+  auto p = LoadRippleProfile(path_);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find(path_), std::string_view::npos);
+  RippleProfile neg = Sample();
+  neg.sensitivity[1] = -1;
+  ASSERT_TRUE(SaveRippleProfile(neg, path_).ok());
+  EXPECT_NE(LoadRippleProfile(path_).status().message().find("sensitivity[1]"), std::string_view::npos);
+  EXPECT_EQ(LoadRippleProfile("/nonexistent/p.json").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(RippleProfileTest, RipplePlanDrivesTheQuotas) {
+  CompressionSettings s;
+  s.policy = "snapkv";
+  s.plan = "ripple";
+  s.budget = 64;
+  EXPECT_EQ(ValidateCompressionSettings(s, 2).code(), absl::StatusCode::kInvalidArgument) << "no profile loaded";
+  auto p = std::make_shared<RippleProfile>(Sample());
+  p->sensitivity = {0.0, 1.0};
+  s.ripple = p;
+  s.ripple_params = {2, 4};
+  ASSERT_TRUE(ValidateCompressionSettings(s, 2).ok());
+  // weights 1, 2 -> 128 tokens = 8 pages split 8/3, 16/3 -> 3 and 5 pages.
+  EXPECT_EQ(QuotasFor(s, 2, 1000, 16), (std::vector<int64_t>{48, 80}));
+}
+
+std::vector<std::vector<int32_t>> Samples(int n, int len) {
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> t;
+    for (int j = 0; j < len; ++j) t.push_back((j * 31 + i * 7 + 3) % 500);
+    out.push_back(t);
+  }
+  return out;
+}
+
+TEST_F(RippleProfileTest, ProfilerGivesFiniteScoresThatRespondToALayersValues) {
+  auto backend = MakeCpuBackend();
+  ProfilerOptions o;
+  o.scored_tokens = 8;
+  o.seed = 1;
+  const auto samples = Samples(2, 48);
+  auto s = MeasureLayerSensitivity(*model_, *backend, samples, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 2u);
+  for (double v : *s) {
+    EXPECT_TRUE(std::isfinite(v));
+    EXPECT_GT(v, 0.0);
+  }
+  // Deterministic under the seed.
+  EXPECT_EQ(*MeasureLayerSensitivity(*model_, *backend, samples, o), *s);
+
+  // Layer 1's value projection scaled: x8 makes its values matter more, x0 makes them
+  // zero, so noise scaled to their RMS is zero too and the layer has no sensitivity.
+  auto with_layer1_values_scaled = [&](float k) {
+    Model scaled = *model_;
+    const WeightView& wv = model_->weights.layers[1].wv;
+    EXPECT_EQ(wv.dtype, DType::kF32);
+    auto big = std::make_shared<std::vector<float>>(static_cast<const float*>(wv.data),
+                                                    static_cast<const float*>(wv.data) + wv.rows * wv.cols);
+    for (float& x : *big) x *= k;
+    scaled.weights.layers[1].wv.data = big->data();
+    auto t = MeasureLayerSensitivity(scaled, *backend, samples, o);
+    EXPECT_TRUE(t.ok());
+    return *t;
+  };
+  const std::vector<double> up = with_layer1_values_scaled(8.0f);
+  EXPECT_GT(up[1], 1.5 * (*s)[1]);
+  const std::vector<double> zero = with_layer1_values_scaled(0.0f);
+  EXPECT_EQ(zero[1], 0.0);
+  EXPECT_GT(zero[0], 0.0);
+}
+
+TEST_F(RippleProfileTest, ProfilerRejectsSamplesShorterThanTheScoredTokens) {
+  auto backend = MakeCpuBackend();
+  ProfilerOptions o;
+  o.scored_tokens = 64;
+  const auto st = MeasureLayerSensitivity(*model_, *backend, Samples(1, 40), o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("40 tokens"), std::string_view::npos) << st;
+}
+
+}  // namespace
+}  // namespace kvserve
