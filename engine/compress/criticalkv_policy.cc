@@ -15,9 +15,9 @@ constexpr int64_t kSlotsPerCall = 1024;
 
 }  // namespace
 
-void ProjectedValueNorms(const SelectionRequest& r, Backend& backend, std::vector<float>* norms) {
+void ProjectedValueNorms(const SelectionRequest& r, Backend& backend, std::vector<float>* norms, int64_t first) {
   const LayerKv& L = r.layer;
-  const int64_t len = L.len, d = L.kv.head_dim, kvh = L.kv.n_kv_heads, group = r.n_heads / kvh;
+  const int64_t len = L.len - first, d = L.kv.head_dim, kvh = L.kv.n_kv_heads, group = r.n_heads / kvh;
   const int64_t hidden = r.wo.rows, qd = r.wo.cols;
 
   // o_proj as f32 [hidden, qd], then head h's slice transposed to a [hidden, d] weight so
@@ -31,7 +31,7 @@ void ProjectedValueNorms(const SelectionRequest& r, Backend& backend, std::vecto
       proj(static_cast<size_t>(std::min(len, kSlotsPerCall) * hidden));
   norms->assign(static_cast<size_t>(kvh * len), 0.0f);
   for (int64_t g = 0; g < kvh; ++g) {
-    GatherHead(L, g, /*values=*/true, values.data());
+    for (int64_t s = 0; s < len; ++s) std::copy_n(L.Value(first + s, g), d, values.data() + s * d);
     float* out = norms->data() + g * len;
     for (int64_t hh = 0; hh < group; ++hh) {
       const int64_t h = g * group + hh;
@@ -54,9 +54,13 @@ void ProjectedValueNorms(const SelectionRequest& r, Backend& backend, std::vecto
 Selection CriticalKvPolicy::Select(const SelectionRequest& r, Backend& backend) const {
   const LayerKv& L = r.layer;
   const int64_t len = L.len, kvh = L.kv.n_kv_heads;
-  std::vector<float> s, norms;
+  std::vector<float> s, computed;
   base_->Score(r, backend, &s);
-  ProjectedValueNorms(r, backend, &norms);
+  absl::Span<const float> norms = r.value_norms;
+  if (norms.empty()) {
+    ProjectedValueNorms(r, backend, &computed);
+    norms = computed;
+  }
   const int64_t n1 = static_cast<int64_t>(std::floor(static_cast<double>(r.n_keep) * first_stage_ratio_));
   std::vector<float> merged(s.size());
   for (int64_t g = 0; g < kvh; ++g) {

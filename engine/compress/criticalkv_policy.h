@@ -16,6 +16,7 @@ class CriticalKvPolicy : public KvPolicy {
       : base_(std::move(base)), first_stage_ratio_(first_stage_ratio), eps_(eps) {}
   std::string_view Name() const override { return "criticalkv"; }
   Selection Select(const SelectionRequest& r, Backend& backend) const override;
+  bool UsesValueNorms() const override { return true; }
 
  private:
   std::unique_ptr<KvScorer> base_;
@@ -23,8 +24,9 @@ class CriticalKvPolicy : public KvPolicy {
   float eps_;
 };
 
-// N [n_kv_heads, layer.len]: per entry, the mean over the KV head's query heads of the
-// L1 norm of its value projected through that head's slice of o_proj.
-void ProjectedValueNorms(const SelectionRequest& r, Backend& backend, std::vector<float>* norms);
+// N [n_kv_heads, layer.len - first]: for slots [first, layer.len), the mean over the KV
+// head's query heads of the L1 norm of its value projected through that head's slice of o_proj.
+void ProjectedValueNorms(const SelectionRequest& r, Backend& backend, std::vector<float>* norms,
+                         int64_t first = 0);
 
 }  // namespace kvserve

@@ -34,6 +34,9 @@ struct SelectionRequest {
   float scale = 1.0f;             // attention scale, 1/sqrt(head_dim)
   WeightView wo;                  // the layer's o_proj [hidden, n_heads * head_dim]
   int64_t n_keep = 0;             // entries each KV head keeps, 1 <= n_keep <= layer.len
+  // Optional [n_kv_heads, layer.len] per-entry ||v W_O|| norms a caller has kept from
+  // earlier selections (values never change, so they need computing once per entry).
+  absl::Span<const float> value_norms;
 };
 
 struct Selection {
@@ -47,6 +50,8 @@ class KvPolicy {
   virtual ~KvPolicy() = default;
   virtual std::string_view Name() const = 0;
   virtual Selection Select(const SelectionRequest& request, Backend& backend) const = 0;
+  // True when Select reads SelectionRequest::value_norms (it computes them if absent).
+  virtual bool UsesValueNorms() const { return false; }
 };
 
 // A base score per entry (higher = more worth keeping) that selection policies build on.

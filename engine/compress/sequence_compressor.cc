@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engine/compress/compaction.h"
+#include "engine/compress/criticalkv_policy.h"
 
 namespace kvserve {
 
@@ -15,9 +16,11 @@ absl::StatusOr<std::unique_ptr<SequenceCompressor>> SequenceCompressor::Create(
   if (absl::Status st = ValidateCompressionSettings(settings, n_layers); !st.ok()) return st;
   auto policy = MakeKvPolicy(settings);
   if (!policy.ok()) return policy.status();
-  return std::unique_ptr<SequenceCompressor>(
+  std::unique_ptr<SequenceCompressor> comp(
       new SequenceCompressor(model, settings, *std::move(policy), QuotasFor(settings, n_layers, prompt_len, page_size),
                              prompt_len, max_new_tokens, page_size, prefill_chunk));
+  comp->SetUpMergeReduce();
+  return comp;
 }
 
 SequenceCompressor::SequenceCompressor(const Model& model, const CompressionSettings& s,
@@ -25,9 +28,15 @@ SequenceCompressor::SequenceCompressor(const Model& model, const CompressionSett
                                        int64_t prompt_len, int64_t max_new, int64_t page_size, int64_t prefill_chunk)
     : model_(model), settings_(s), policy_(std::move(policy)), quotas_(std::move(quotas)), prompt_len_(prompt_len),
       max_new_(max_new), page_size_(page_size), prefill_chunk_(prefill_chunk),
-      window_(model.config.n_layers, s.window, model.config.n_heads, model.config.head_dim) {}
+      window_(model.config.n_layers, s.window, model.config.n_heads, model.config.head_dim) {
+  if (policy_->UsesValueNorms()) {
+    value_norms_.assign(static_cast<size_t>(model.config.n_layers),
+                        std::vector<std::vector<float>>(static_cast<size_t>(model.config.n_kv_heads)));
+  }
+}
 
 int64_t SequenceCompressor::DecodePeakPages() const {
+  if (merge_reduce_) return MergeReducePeakPages(/*decode_only=*/true);
   int64_t pages = 0;
   for (int64_t q : quotas_) {
     // Decode re-selects a layer back to q once it reaches q + page_size, so it never holds
@@ -39,6 +48,7 @@ int64_t SequenceCompressor::DecodePeakPages() const {
 }
 
 int64_t SequenceCompressor::PeakPages() const {
+  if (merge_reduce_) return MergeReducePeakPages(/*decode_only=*/false);
   int64_t pages = 0;
   for (int64_t q : quotas_) {
     const int64_t prefill = settings_.at == CompressAt::kChunk ? std::min(prompt_len_, q + prefill_chunk_)
@@ -62,10 +72,31 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
   r.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   r.wo = model_.weights.layers[l].wo;
   r.n_keep = std::min(quotas_[l], seq.layer_len[l]);
+  const int64_t len = seq.layer_len[l], kvh = c.n_kv_heads;
+  if (!value_norms_.empty()) {
+    // Project only the entries that arrived since the last selection.
+    auto& per_head = value_norms_[l];
+    const int64_t known = static_cast<int64_t>(per_head[0].size());
+    ProjectedValueNorms(r, backend, &norms_fresh_, known);
+    norms_flat_.resize(static_cast<size_t>(kvh * len));
+    for (int64_t h = 0; h < kvh; ++h) {
+      per_head[h].insert(per_head[h].end(), norms_fresh_.begin() + h * (len - known),
+                         norms_fresh_.begin() + (h + 1) * (len - known));
+      std::copy(per_head[h].begin(), per_head[h].end(), norms_flat_.begin() + h * len);
+    }
+    r.value_norms = norms_flat_;
+  }
   const Selection sel = policy_->Select(r, backend);
   const auto t1 = Clock::now();
   const int64_t before = seq.layer_len[l];
   if (absl::Status st = CompactLayer(pool, seq, l, sel); !st.ok()) return st;
+  if (!value_norms_.empty()) {
+    for (int64_t h = 0; h < kvh; ++h) {
+      std::vector<float>& v = value_norms_[l][h];
+      for (int64_t i = 0; i < sel.n_keep; ++i) v[i] = v[sel.slots[h * sel.n_keep + i]];  // ascending: in place
+      v.resize(static_cast<size_t>(sel.n_keep));
+    }
+  }
   stats_.select_seconds += std::chrono::duration<double>(t1 - t0).count();
   stats_.compact_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
   stats_.evicted_slots += before - seq.layer_len[l];
@@ -74,6 +105,8 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
 }
 
 absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done) {
+  ObservePrompt(backend, pool, seq, prompt_done);
+  if (merge_reduce_) return MergeReduceStep(pool, seq, prompt_done);
   const int64_t n_layers = static_cast<int64_t>(quotas_.size());
   const bool prompt_end = prompt_done && !prompt_compressed_;
   for (int64_t l = 0; l < n_layers; ++l) {
@@ -94,6 +127,7 @@ absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, Seq
     prompt_compressed_ = true;
     seq.ShrinkReservation(pool, DecodePeakPages());
   }
+  estimated_len_ = seq.layer_len;
   return absl::OkStatus();
 }
 

@@ -5,6 +5,8 @@
 
 #include "engine/compress/basic_policies.h"
 #include "engine/compress/compaction.h"
+#include "engine/compress/criticalkv_policy.h"
+#include "engine/compress/snapkv_scorer.h"
 #include "engine/generator.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
@@ -134,6 +136,61 @@ TEST_F(SequenceCompressorTest, DecodeReselectionKeepsEveryLayerWithinQuotaPlusOn
     EXPECT_LE(pool.stats().pages_peak, comp.PeakPages()) << policy;
     seq.Release(pool);
   }
+}
+
+TEST_F(SequenceCompressorTest, CriticalKvWithCachedValueNormsSelectsAsIfRecomputed) {
+  // The compressor projects each entry's value once and carries the norm through
+  // compactions; a plain loop that recomputes them at every selection must agree exactly.
+  const ModelConfig& c = model_->config;
+  const int64_t ps = 8, prompt_len = 90, steps = 60, window = 8, chunk = 16;
+  CompressionSettings kv;
+  kv.policy = "criticalkv";
+  kv.budget = 24;
+  kv.window = window;
+  kv.at = CompressAt::kChunk;
+  auto run = [&](bool cached) {
+    auto comp = *SequenceCompressor::Create(*model_, kv, prompt_len, steps, ps, chunk);
+    PagePool pool({comp->PeakPages(), ps, c.n_kv_heads, c.head_dim});
+    SequenceKv seq(c.n_layers);
+    LlamaForward fwd(*model_, *backend_, pool);
+    CriticalKvPolicy plain(std::make_unique<SnapKvScorer>(kv.pool_kernel), kv.first_stage_ratio);
+    std::vector<int32_t> tokens = Prompt(static_cast<int>(prompt_len));
+    std::vector<float> logits, rows;
+    std::vector<std::vector<float>> all;
+    int64_t pos = 0;
+    while (pos < prompt_len + steps) {
+      logits.clear();
+      const int64_t n = pos < prompt_len ? std::min(chunk, prompt_len - pos) : 1;
+      ForwardRequest req{absl::MakeConstSpan(tokens).subspan(pos, n), pos, &seq, false, comp->window()};
+      EXPECT_TRUE(fwd.Step({&req, 1}, &logits).ok());
+      pos += n;
+      const bool prompt_done = pos >= prompt_len;
+      if (cached) {
+        EXPECT_TRUE(comp->AfterStep(*backend_, pool, seq, prompt_done).ok());
+      } else {
+        for (int64_t l = 0; l < c.n_layers; ++l) {
+          const int64_t q = comp->quotas()[l], len = seq.layer_len[l];
+          if (!(prompt_done && pos > prompt_len ? len >= q + ps : len > q)) continue;
+          comp->window()->CopyOrdered(l, &rows);
+          SelectionRequest r;
+          r.layer = LayerKv{pool.view(), seq.layer_pages[l], len};
+          r.window = rows;
+          r.window_len = comp->window()->size(l);
+          r.n_heads = c.n_heads;
+          r.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+          r.wo = model_->weights.layers[l].wo;
+          r.n_keep = q;
+          EXPECT_TRUE(CompactLayer(pool, seq, l, plain.Select(r, *backend_)).ok());
+        }
+      }
+      if (pos >= prompt_len) {
+        all.push_back(logits);
+        tokens.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+      }
+    }
+    return all;
+  };
+  EXPECT_EQ(run(true), run(false));
 }
 
 TEST_F(SequenceCompressorTest, ChunkModeBoundsThePeakBelowPrefillEnd) {
