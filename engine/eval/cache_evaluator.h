@@ -1,0 +1,72 @@
+// One evaluation context prefilled once with the full cache, then scored under any number
+// of KV cache settings, each on its own copy of that cache (compressed at the end of the
+// prompt, as in the papers) so that prefill, the expensive part, is paid once per context.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/compress/compression_settings.h"
+#include "engine/compress/sequence_compressor.h"
+#include "engine/eval/eval_sample.h"
+#include "engine/kv/page_pool.h"
+#include "engine/kv/query_window.h"
+#include "engine/model/forward.h"
+#include "engine/model/tokenizer.h"
+#include "kernels/backend.h"
+
+namespace kvserve {
+
+struct CacheEvaluatorOptions {
+  int64_t max_context = 0;    // longest context it will see
+  int64_t max_extra = 64;     // most tokens run after a context (continuation or answer)
+  int64_t window = 64;        // observation window recorded during prefill; settings must match
+  int64_t page_size = 16;
+  int64_t prefill_chunk = 512;
+  int64_t answer_tokens = 12; // greedy tokens a retrieval answer may take
+};
+
+class CacheEvaluator {
+ public:
+  CacheEvaluator(const Model& model, const Tokenizer& tokenizer, Backend& backend, const CacheEvaluatorOptions& o);
+  ~CacheEvaluator();
+
+  // Prefills sample.context with the full cache (replacing the previous sample), recording
+  // the query window; for a kl sample also the full cache's continuation logits.
+  absl::Status Prefill(const EvalSample& sample);
+
+  // The sample under `settings` (policy "full": the uncompressed cache). A sample with a
+  // continuation scores the mean KL(full || these settings) over its positions; one with an
+  // answer scores 1 when the greedy answer contains it, else 0.
+  absl::StatusOr<double> Score(const CompressionSettings& settings);
+
+  double prefill_seconds() const { return prefill_seconds_; }
+  // The text of the last greedy answer Score produced.
+  const std::string& last_answer() const { return last_answer_; }
+  const PagePool& pool() const { return *pool_; }
+
+ private:
+  // Runs the continuation after the context on seq; logits [continuation, vocab].
+  absl::Status Continue(SequenceKv& seq, QueryWindow* window, std::vector<float>* logits);
+  // Greedy-decodes on seq (compressing with comp, if any, as generation would).
+  absl::StatusOr<bool> Answer(SequenceKv& seq, SequenceCompressor* comp);
+
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  Backend& backend_;
+  CacheEvaluatorOptions options_;
+  std::unique_ptr<PagePool> pool_;
+  std::unique_ptr<LlamaForward> forward_;
+  EvalSample sample_;
+  SequenceKv prefilled_;
+  QueryWindow window_;
+  std::vector<float> last_logits_;  // [vocab] after the context, with the full cache
+  std::vector<float> full_logits_;  // kl: [continuation, vocab] with the full cache
+  std::vector<float> scratch_;
+  double prefill_seconds_ = 0;
+  std::string last_answer_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,33 @@
+// One evaluation context: its tokens, what follows them or what a right answer contains,
+// and the deterministic random stream every task builder draws from.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvserve {
+
+struct EvalSample {
+  std::vector<int32_t> context;       // exactly the requested number of tokens
+  std::vector<int32_t> continuation;  // kl: the text's next tokens, teacher-forced after the context
+  std::string answer;                 // passkey/multikey: the digits a correct answer contains
+  std::string source;                 // where it came from, for progress lines
+};
+
+// SplitMix64 keyed by (seed, task, context length, sample index): the same sample comes out
+// on every machine and standard library, and changing one of them reshuffles only it.
+class SampleRng {
+ public:
+  SampleRng(uint64_t seed, std::string_view task, int64_t context_tokens, int64_t sample);
+  uint64_t Next();
+  // Uniform in [lo, hi] (inclusive; the modulo bias is far below anything measured here).
+  int64_t Uniform(int64_t lo, int64_t hi);
+  // Uniform in [0, 1).
+  double Unit();
+
+ private:
+  uint64_t state_;
+};
+
+}  // namespace kvserve

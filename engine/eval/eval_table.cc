@@ -1,0 +1,29 @@
+#include "engine/eval/eval_table.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kvserve {
+
+std::string FormatEvalTable(const EvalTable& t) {
+  std::string out = "| policy | budget |";
+  std::string rule = "|---|---:|";
+  for (const EvalColumn& c : t.columns) {
+    absl::StrAppend(&out, " ", std::string(EvalTaskName(c.task)), "@", c.context, " |");
+    rule += "---:|";
+  }
+  absl::StrAppend(&out, "\n", rule, "\n");
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    const EvalRow& row = t.rows[r];
+    absl::StrAppend(&out, "| ", row.policy, " | ", row.policy == "full" ? "-" : absl::StrFormat("%.2f", row.budget),
+                    " |");
+    for (size_t c = 0; c < t.columns.size(); ++c) {
+      absl::StrAppend(&out, " ", absl::StrFormat(t.columns[c].task == EvalTask::kKl ? "%.4f" : "%.2f", t.at(r, c)),
+                      " |");
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace kvserve

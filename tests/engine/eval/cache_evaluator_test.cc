@@ -1,0 +1,102 @@
+// CacheEvaluator on the tiny random model: the full cache and a budget that never binds score
+// KL 0 and the full cache's answer; a tight budget moves the distribution; scoring never
+// leaks pages.
+#include "engine/eval/cache_evaluator.h"
+
+#include "engine/model/model_loader.h"
+#include "gtest/gtest.h"
+
+namespace kvserve {
+namespace {
+
+class CacheEvaluatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = MakeRandomModel("tiny", 11);
+    ASSERT_TRUE(m.ok());
+    model_ = std::make_unique<Model>(*std::move(m));
+    auto t = Tokenizer::Create(model_->tokenizer);
+    ASSERT_TRUE(t.ok());
+    tokenizer_ = std::make_unique<Tokenizer>(*std::move(t));
+    backend_ = MakeCpuBackend();
+    CacheEvaluatorOptions o;
+    o.max_context = 300;
+    o.max_extra = 24;
+    o.window = 16;
+    o.page_size = 8;
+    o.prefill_chunk = 64;  // several prefill steps, as at long contexts
+    o.answer_tokens = 6;
+    eval_ = std::make_unique<CacheEvaluator>(*model_, *tokenizer_, *backend_, o);
+  }
+
+  EvalSample Sample(int64_t n, int64_t continuation) const {
+    EvalSample s;
+    for (int64_t i = 0; i < n + continuation; ++i) {
+      (i < n ? s.context : s.continuation).push_back(static_cast<int32_t>((i * 31 + 7) % 250));
+    }
+    return s;
+  }
+
+  CompressionSettings Settings(const char* policy, double budget) const {
+    CompressionSettings s;
+    s.policy = policy;
+    s.budget = budget;
+    s.window = 16;
+    return s;
+  }
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<CacheEvaluator> eval_;
+};
+
+TEST_F(CacheEvaluatorTest, KlIsZeroForTheFullCacheAndAnUnboundBudgetAndPositiveWhenTight) {
+  ASSERT_TRUE(eval_->Prefill(Sample(250, 20)).ok());
+  const int64_t held = eval_->pool().stats().pages_used;
+  auto full = eval_->Score(Settings("full", 1.0));
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(*full, 0.0);
+  for (const char* policy : {"streaming", "snapkv", "criticalkv", "pyramid"}) {
+    auto unbound = eval_->Score(Settings(policy, 1.0));
+    ASSERT_TRUE(unbound.ok()) << unbound.status();
+    EXPECT_EQ(*unbound, 0.0) << policy;
+    auto tight = eval_->Score(Settings(policy, 0.1));
+    ASSERT_TRUE(tight.ok()) << tight.status();
+    EXPECT_GT(*tight, 1e-6) << policy;
+    EXPECT_EQ(eval_->pool().stats().pages_used, held) << policy;
+  }
+}
+
+TEST_F(CacheEvaluatorTest, RetrievalScoresTheGreedyAnswer) {
+  EvalSample s = Sample(200, 0);
+  s.answer = "no such text";
+  ASSERT_TRUE(eval_->Prefill(s).ok());
+  auto miss = eval_->Score(Settings("full", 1.0));
+  ASSERT_TRUE(miss.ok()) << miss.status();
+  EXPECT_EQ(*miss, 0.0);
+  const std::string said = eval_->last_answer();
+  ASSERT_FALSE(said.empty());
+  // What the full cache says is right by construction; a budget that never binds agrees.
+  s.answer = said;
+  ASSERT_TRUE(eval_->Prefill(s).ok());
+  EXPECT_EQ(*eval_->Score(Settings("full", 1.0)), 1.0);
+  EXPECT_EQ(*eval_->Score(Settings("snapkv", 1.0)), 1.0);
+  EXPECT_EQ(eval_->last_answer(), said);
+  // A tight budget runs the decode-time re-selection too, and still returns every page.
+  const int64_t held = eval_->pool().stats().pages_used;
+  EXPECT_TRUE(eval_->Score(Settings("criticalkv", 0.05)).ok());
+  EXPECT_EQ(eval_->pool().stats().pages_used, held);
+}
+
+TEST_F(CacheEvaluatorTest, ScoringNeedsAPrefillAndTheRecordedWindow) {
+  EXPECT_EQ(eval_->Score(Settings("full", 1.0)).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(eval_->Prefill(Sample(100, 8)).ok());
+  CompressionSettings other = Settings("snapkv", 0.5);
+  other.window = 32;
+  EXPECT_EQ(eval_->Score(other).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(eval_->Prefill(Sample(301, 8)).ok());  // longer than the evaluator was sized for
+}
+
+}  // namespace
+}  // namespace kvserve
