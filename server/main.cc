@@ -7,6 +7,7 @@ namespace kvserve {
 int RunGenerate(int argc, char** argv);
 int RunTokenize(int argc, char** argv);
 int RunBench(int argc, char** argv);
+int RunEval(int argc, char** argv);
 int RunProfile(int argc, char** argv);
 }  // namespace kvserve
 
@@ -20,6 +21,7 @@ void PrintUsage() {
                "            [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S] ...\n"
                "  tokenize  --model PATH --text TEXT\n"
                "  bench     --model PATH [--prompt-tokens 512] [--new-tokens 128] [--repeats 3]\n"
+               "  eval      --model PATH [--policies ...] [--budgets ...] [--contexts ...] [--tasks kl,passkey,multikey]\n"
                "  profile   --model PATH --calibration FILE... --out PROFILE.json (RippleKV sensitivity)\n"
                "run 'kvserve <command> --help' for every flag.\n");
 }
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   if (cmd == "generate") return kvserve::RunGenerate(argc - 1, argv + 1);
   if (cmd == "tokenize") return kvserve::RunTokenize(argc - 1, argv + 1);
   if (cmd == "bench") return kvserve::RunBench(argc - 1, argv + 1);
+  if (cmd == "eval") return kvserve::RunEval(argc - 1, argv + 1);
   if (cmd == "profile") return kvserve::RunProfile(argc - 1, argv + 1);
   std::fprintf(stderr, "kvserve: unknown command '%s'\n", cmd.c_str());
   PrintUsage();
