@@ -8,15 +8,17 @@ namespace kvserve {
 const std::vector<std::string>& KvFlagNames() {
   static const std::vector<std::string> names = {"kv-policy",   "kv-budget",         "budget-plan", "compress-at",
                                                  "kv-window",   "first-stage-ratio", "pool-kernel", "sink-tokens",
-                                                 "ripple-r",    "ripple-gamma"};
+                                                 "ripple-r",    "ripple-gamma",      "reduce-protected-dims"};
   return names;
 }
 
 const char* KvFlagsHelp() {
-  return "  [--kv-policy full|streaming|snapkv|criticalkv|pyramid=full] [--kv-budget F|N=0.2]\n"
+  return "  [--kv-policy full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster=full]\n"
+         "  [--kv-budget F|N=0.2]"
          "  (fraction <= 1 of the prompt, or tokens per layer) [--budget-plan uniform|pyramid|ripple:PROFILE.json]\n"
          "  [--ripple-r R=8] [--ripple-gamma G=4] [--compress-at prefill_end|chunk=prefill_end]\n"
-         "  [--kv-window N=64] [--first-stage-ratio R=0.5] [--pool-kernel K=5] [--sink-tokens N=4]\n";
+         "  [--kv-window N=64] [--first-stage-ratio R=0.5] [--pool-kernel K=5] [--sink-tokens N=4]\n"
+         "  [--reduce-protected-dims M=128 (mergereduce:cluster, capped at head_dim)]\n";
 }
 
 absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, const Model& model) {
@@ -45,9 +47,10 @@ absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, const 
                          r = a.GetDouble("ripple-r", s.ripple_params.r),
                          gamma = a.GetDouble("ripple-gamma", s.ripple_params.gamma);
   absl::StatusOr<int64_t> window = a.GetInt("kv-window", s.window), kernel = a.GetInt("pool-kernel", s.pool_kernel),
-                          sinks = a.GetInt("sink-tokens", s.n_sink);
+                          sinks = a.GetInt("sink-tokens", s.n_sink),
+                          protected_dims = a.GetInt("reduce-protected-dims", s.reduce_protected_dims);
   for (const absl::Status& st : {budget.status(), ratio.status(), r.status(), gamma.status(), window.status(),
-                                 kernel.status(), sinks.status()}) {
+                                 kernel.status(), sinks.status(), protected_dims.status()}) {
     if (!st.ok()) return st;
   }
   s.budget = *budget;
@@ -56,6 +59,7 @@ absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, const 
   s.window = *window;
   s.pool_kernel = *kernel;
   s.n_sink = *sinks;
+  s.reduce_protected_dims = *protected_dims;
   if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) return st;
   return s;
 }

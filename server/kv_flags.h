@@ -11,7 +11,7 @@
 namespace kvserve {
 
 // --kv-policy, --kv-budget, --budget-plan, --compress-at, --kv-window, --first-stage-ratio,
-// --pool-kernel, --sink-tokens, --ripple-r, --ripple-gamma.
+// --pool-kernel, --sink-tokens, --ripple-r, --ripple-gamma, --reduce-protected-dims.
 const std::vector<std::string>& KvFlagNames();
 // One usage line per flag, for --help.
 const char* KvFlagsHelp();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/compress/basic_policies.h"
 #include "engine/compress/criticalkv_policy.h"
+#include "engine/compress/merge_reduce_policy.h"
 #include "engine/compress/snapkv_scorer.h"
 
 namespace kvserve {
@@ -21,8 +22,12 @@ std::string_view CompressAtName(CompressAt at) { return at == CompressAt::kChunk
 namespace {
 
 bool KnownPolicy(std::string_view p) {
-  return p == "full" || p == "streaming" || p == "snapkv" || p == "criticalkv" || p == "pyramid";
+  return p == "full" || p == "streaming" || p == "snapkv" || p == "criticalkv" || p == "pyramid" ||
+         IsMergeReducePolicy(p);
 }
+
+// What the paper protects (64 or 128 directions); ClusterReducer caps it at head_dim.
+constexpr int64_t kDefaultProtectedDims = 128;
 
 std::string PlanOf(const CompressionSettings& s) {
   if (!s.plan.empty()) return s.plan;
@@ -31,10 +36,17 @@ std::string PlanOf(const CompressionSettings& s) {
 
 }  // namespace
 
+bool IsMergeReducePolicy(std::string_view p) { return p == "mergereduce:random" || p == "mergereduce:cluster"; }
+
+int64_t ReduceProtectedDims(const CompressionSettings& s) {
+  return s.reduce_protected_dims > 0 ? s.reduce_protected_dims : kDefaultProtectedDims;
+}
+
 absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n_layers) {
   if (!KnownPolicy(s.policy)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown KV policy '", s.policy,
-                                                   "' (expected full, streaming, snapkv, criticalkv or pyramid)"));
+                                                   "' (expected full, streaming, snapkv, criticalkv, pyramid, "
+                                                   "mergereduce:random or mergereduce:cluster)"));
   }
   if (!(s.budget > 0) || !std::isfinite(s.budget)) {
     return absl::InvalidArgumentError(absl::StrCat("KV budget must be > 0 (a fraction <= 1 or a token count), got ",
@@ -73,6 +85,10 @@ absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n
   if (s.pool_kernel < 1 || s.pool_kernel % 2 == 0 || s.pool_kernel > 255) {
     return absl::InvalidArgumentError(absl::StrCat("pool kernel must be odd and in [1, 255], got ", s.pool_kernel));
   }
+  if (s.reduce_protected_dims < 0 || s.reduce_protected_dims > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reduce_protected_dims must be in [0, 4096] (0 = default), got ", s.reduce_protected_dims));
+  }
   if (s.n_sink < 0) return absl::InvalidArgumentError(absl::StrCat("sink tokens must be >= 0, got ", s.n_sink));
   if (!s.layer_quota.empty()) {
     if (static_cast<int64_t>(s.layer_quota.size()) != n_layers) {
@@ -92,6 +108,10 @@ absl::StatusOr<std::unique_ptr<KvPolicy>> MakeKvPolicy(const CompressionSettings
   if (!KnownPolicy(s.policy)) return ValidateCompressionSettings(s, 0);
   if (s.policy == "full") return std::make_unique<FullPolicy>();
   if (s.policy == "streaming") return std::make_unique<StreamingLlmPolicy>(s.n_sink);
+  if (IsMergeReducePolicy(s.policy)) {
+    return std::make_unique<MergeReducePolicy>(s.policy, MakeReducer(s.policy.substr(12), ReduceProtectedDims(s)),
+                                               s.reduce_seed);
+  }
   if (s.policy == "criticalkv") {
     return std::make_unique<CriticalKvPolicy>(std::make_unique<SnapKvScorer>(s.pool_kernel), s.first_stage_ratio);
   }

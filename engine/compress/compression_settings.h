@@ -21,7 +21,7 @@ absl::StatusOr<CompressAt> ParseCompressAt(std::string_view name);
 std::string_view CompressAtName(CompressAt at);
 
 struct CompressionSettings {
-  std::string policy = "full";      // full|streaming|snapkv|criticalkv|pyramid
+  std::string policy = "full";      // full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster
   double budget = 0.2;              // fraction of the prompt (<= 1) or tokens per layer (> 1)
   std::string plan;                 // uniform|pyramid|ripple; empty: pyramid for "pyramid", else uniform
   CompressAt at = CompressAt::kPrefillEnd;
@@ -29,6 +29,10 @@ struct CompressionSettings {
   int64_t window = 64;              // observation window, in queries
   int64_t pool_kernel = 5;          // SnapKV average pool
   int64_t n_sink = 4;               // StreamingLLM
+  // Merge-reduce (mergereduce:random|cluster): principal directions the clustering protects
+  // (0 = 128, capped at head_dim), and the seed of the random reducer's draws.
+  int64_t reduce_protected_dims = 0;
+  uint64_t reduce_seed = 0;
   std::vector<int64_t> layer_quota; // explicit tokens per layer; overrides budget and plan
   // The server's RippleKV profile (checked against the model when loaded); plan "ripple"
   // needs it.
@@ -37,6 +41,12 @@ struct CompressionSettings {
 
   bool active() const { return policy != "full"; }
 };
+
+// mergereduce:random or mergereduce:cluster: compressed by merge-reduce buckets while the
+// sequence is read (engine/compress/merge_reduce.h) rather than by quota-triggered selection.
+bool IsMergeReducePolicy(std::string_view policy);
+// The protected directions a mergereduce:cluster request uses (the default resolved).
+int64_t ReduceProtectedDims(const CompressionSettings& s);
 
 // INVALID_ARGUMENT naming the field and value.
 absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n_layers);

@@ -16,9 +16,11 @@ absl::StatusOr<std::unique_ptr<SequenceCompressor>> SequenceCompressor::Create(
   if (absl::Status st = ValidateCompressionSettings(settings, n_layers); !st.ok()) return st;
   auto policy = MakeKvPolicy(settings);
   if (!policy.ok()) return policy.status();
-  return std::unique_ptr<SequenceCompressor>(
+  std::unique_ptr<SequenceCompressor> comp(
       new SequenceCompressor(model, settings, *std::move(policy), QuotasFor(settings, n_layers, prompt_len, page_size),
                              prompt_len, max_new_tokens, page_size, prefill_chunk));
+  comp->SetUpMergeReduce();
+  return comp;
 }
 
 SequenceCompressor::SequenceCompressor(const Model& model, const CompressionSettings& s,
@@ -34,6 +36,7 @@ SequenceCompressor::SequenceCompressor(const Model& model, const CompressionSett
 }
 
 int64_t SequenceCompressor::DecodePeakPages() const {
+  if (merge_reduce_) return MergeReducePeakPages(/*decode_only=*/true);
   int64_t pages = 0;
   for (int64_t q : quotas_) {
     // Decode re-selects a layer back to q once it reaches q + page_size, so it never holds
@@ -45,6 +48,7 @@ int64_t SequenceCompressor::DecodePeakPages() const {
 }
 
 int64_t SequenceCompressor::PeakPages() const {
+  if (merge_reduce_) return MergeReducePeakPages(/*decode_only=*/false);
   int64_t pages = 0;
   for (int64_t q : quotas_) {
     const int64_t prefill = settings_.at == CompressAt::kChunk ? std::min(prompt_len_, q + prefill_chunk_)
@@ -101,6 +105,8 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
 }
 
 absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done) {
+  ObservePrompt(backend, pool, seq, prompt_done);
+  if (merge_reduce_) return MergeReduceStep(pool, seq, prompt_done);
   const int64_t n_layers = static_cast<int64_t>(quotas_.size());
   const bool prompt_end = prompt_done && !prompt_compressed_;
   for (int64_t l = 0; l < n_layers; ++l) {
@@ -121,6 +127,7 @@ absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, Seq
     prompt_compressed_ = true;
     seq.ShrinkReservation(pool, DecodePeakPages());
   }
+  estimated_len_ = seq.layer_len;
   return absl::OkStatus();
 }
 

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/compress/compressibility.h"
 #include "engine/compress/compression_settings.h"
+#include "engine/compress/merge_reduce.h"
 #include "engine/kv/query_window.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/model_weights.h"
@@ -46,6 +48,11 @@ class SequenceCompressor {
   absl::Status AfterStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done);
 
   const CompressionStats& stats() const { return stats_; }
+  // How compressible the prompt looked (filled once the whole prompt is in; see
+  // compressibility.h).
+  const CompressibilityEstimate& compressibility() const { return compressibility_; }
+  // Merge-reduce's bucket state (null unless the policy is mergereduce:*).
+  const MergeReduce* merge_reduce() const { return merge_reduce_.get(); }
 
  private:
   SequenceCompressor(const Model& model, const CompressionSettings& s, std::unique_ptr<KvPolicy> policy,
@@ -53,6 +60,11 @@ class SequenceCompressor {
                      int64_t prefill_chunk);
   absl::Status CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l);
   int64_t PagesFor(int64_t slots) const { return (slots + page_size_ - 1) / page_size_; }
+  // Merge-reduce and the compressibility estimate (sequence_compressor_merge_reduce.cc).
+  void SetUpMergeReduce();
+  int64_t MergeReducePeakPages(bool decode_only) const;
+  absl::Status MergeReduceStep(PagePool& pool, SequenceKv& seq, bool prompt_done);
+  void ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done);
 
   const Model& model_;
   CompressionSettings settings_;
@@ -63,6 +75,13 @@ class SequenceCompressor {
   bool prompt_compressed_ = false;
   CompressionStats stats_;
   std::vector<float> window_rows_;  // scratch
+  // mergereduce:*: the bucket state that replaces quota-triggered selection.
+  std::unique_ptr<MergeReduce> merge_reduce_;
+  // The prompt's key moments, fed after each prefill step; estimated_len_[l] is the slots
+  // of layer l the estimator has seen (the layer's length after the last step).
+  std::unique_ptr<CompressibilityEstimator> estimator_;
+  std::vector<int64_t> estimated_len_;
+  CompressibilityEstimate compressibility_;
   // For policies that read ||v W_O|| per entry: per layer, per KV head, the norms of the
   // slots computed so far, kept in step with compaction so each entry is projected once.
   std::vector<std::vector<std::vector<float>>> value_norms_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/compress/compressibility.h"
 #include "engine/generator.h"
 #include "engine/model/sampling_params.h"
 
@@ -24,6 +25,9 @@ struct StreamEvent {
   int64_t kv_tokens_kept = 0;      // KV entries (summed over layers) held at the end
   int64_t kv_entries_evicted = 0;  // KV slots (summed over layers) dropped by compression
   int64_t peak_kv_bytes = 0;       // most KV bytes the request held at once
+  // How compressible the prompt's cache looked (empty without compression): per layer and
+  // mean trace, effective rank and spectral tail of the response-profile covariance.
+  CompressibilityEstimate kv_compressibility;
 };
 
 // Called on the engine thread (never while the engine holds its lock, so it may Submit or
@@ -38,7 +42,7 @@ struct EngineRequest {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   // KV compression. Empty / zero fields take the server-wide defaults (SchedulerConfig).
-  std::string kv_policy;                 // full|streaming|snapkv|criticalkv|pyramid; empty = default
+  std::string kv_policy;                 // full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster
   double kv_budget = 0;                  // fraction of the prompt (<= 1) or tokens (> 1); 0 = default
   std::string kv_plan;                   // per-layer budget plan: uniform|pyramid; empty = default
   std::string kv_compress_at;            // prefill_end|chunk; empty = default
@@ -46,6 +50,7 @@ struct EngineRequest {
   int64_t kv_window = 0;                 // observation window in queries; 0 = default
   int64_t kv_pool_kernel = 0;            // SnapKV average-pool kernel (odd); 0 = default
   std::vector<int64_t> layer_quota;      // tokens per layer; empty or one per layer (overrides the plan)
+  int64_t kv_reduce_protected_dims = 0;  // mergereduce:cluster protected directions; 0 = default
   RequestSink sink;
 };
 

@@ -58,6 +58,7 @@ CompressionSettings CompressionFor(const EngineRequest& r, const CompressionSett
   if (r.kv_window != 0) s.window = r.kv_window;
   if (r.kv_pool_kernel != 0) s.pool_kernel = r.kv_pool_kernel;
   if (!r.layer_quota.empty()) s.layer_quota = r.layer_quota;
+  if (r.kv_reduce_protected_dims != 0) s.reduce_protected_dims = r.kv_reduce_protected_dims;
   return s;
 }
 
@@ -207,6 +208,7 @@ void Scheduler::Fail(Sequence& s, const absl::Status& status) {
 void Scheduler::FillUsage(const Sequence& s, StreamEvent* e) const {
   for (int64_t len : s.kv.layer_len) e->kv_tokens_kept += len;
   if (s.compressor) e->kv_entries_evicted = s.compressor->stats().evicted_slots;
+  if (s.compressor) e->kv_compressibility = s.compressor->compressibility();
   e->peak_kv_bytes = s.peak_pages_held * PagePool::PageBytes(pool_.shape());
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -88,6 +89,12 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
       for (int64_t h = 0; h < heads_per_task; ++h) {
         float* lh = logits.data() + h * visible;
         const float mx = *std::max_element(lh, lh + visible);
+        // Zero-weight entries (log_w = -inf, merge-reduce padding) drop out as exp(-inf) = 0;
+        // only a row with no weighted entry at all would give -inf - -inf = NaN.
+        if (mx == -std::numeric_limits<float>::infinity()) {
+          std::fill(lh, lh + visible, 0.0f);
+          continue;
+        }
         float sum = 0.0f;
         for (int64_t j = 0; j < visible; ++j) {
           lh[j] = std::exp(lh[j] - mx);

@@ -1,0 +1,79 @@
+// SequenceCompressor's merge-reduce path (buckets reduced after every step in place of
+// quota-triggered selection) and the prompt's compressibility estimate.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "engine/compress/sequence_compressor.h"
+
+namespace kvserve {
+
+void SequenceCompressor::SetUpMergeReduce() {
+  const ModelConfig& c = model_.config;
+  estimator_ = std::make_unique<CompressibilityEstimator>(c.n_layers, c.n_kv_heads, c.head_dim);
+  estimated_len_.assign(static_cast<size_t>(c.n_layers), 0);
+  if (!IsMergeReducePolicy(settings_.policy)) return;
+  // A layer's quota is its steady-state size: the largest bucket size k whose bound over the
+  // whole request (prompt + new tokens) fits the quota.
+  std::vector<MergeReduceShape> shapes;
+  for (int64_t q : quotas_) shapes.push_back(MergeReduceShapeForBudget(q, settings_.window, prompt_len_ + max_new_));
+  const std::string_view kind = std::string_view(settings_.policy).substr(std::string_view("mergereduce:").size());
+  merge_reduce_ = std::make_unique<MergeReduce>(MakeReducer(kind, ReduceProtectedDims(settings_)), std::move(shapes),
+                                                settings_.reduce_seed);
+}
+
+int64_t SequenceCompressor::MergeReducePeakPages(bool decode_only) const {
+  const int64_t n = prompt_len_ + max_new_;
+  int64_t pages = 0;
+  for (size_t l = 0; l < quotas_.size(); ++l) {
+    // Between steps a layer holds at most `steady`; a step adds its tokens before reducing.
+    const int64_t steady = MergeReduceBuckets::SteadyBound(merge_reduce_->shape(static_cast<int64_t>(l)), n);
+    int64_t slots = std::min(n, steady + 1);
+    if (!decode_only) {
+      slots = std::max(slots, settings_.at == CompressAt::kChunk ? std::min(prompt_len_, steady + prefill_chunk_)
+                                                                 : prompt_len_);
+    }
+    pages += PagesFor(slots);
+  }
+  return pages;
+}
+
+absl::Status SequenceCompressor::MergeReduceStep(PagePool& pool, SequenceKv& seq, bool prompt_done) {
+  using Clock = std::chrono::steady_clock;
+  const bool prompt_end = prompt_done && !prompt_compressed_;
+  // prefill_end defers the first reductions to the end of the prompt; chunk reduces as it reads.
+  if (prompt_done || settings_.at == CompressAt::kChunk) {
+    for (int64_t l = 0; l < static_cast<int64_t>(quotas_.size()); ++l) {
+      const auto t0 = Clock::now();
+      const int64_t before = seq.layer_len[l];
+      absl::StatusOr<int64_t> steps = merge_reduce_->ReduceLayer(pool, seq, l);
+      if (!steps.ok()) return steps.status();
+      if (*steps == 0) continue;
+      stats_.select_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      stats_.evicted_slots += before - seq.layer_len[l];
+      ++stats_.compactions;
+    }
+  }
+  if (prompt_end) {
+    prompt_compressed_ = true;
+    seq.ShrinkReservation(pool, DecodePeakPages());
+  }
+  estimated_len_ = seq.layer_len;
+  return absl::OkStatus();
+}
+
+void SequenceCompressor::ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done) {
+  if (!estimator_ || prompt_compressed_) return;
+  const ModelConfig& c = model_.config;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    // The slots past what the estimator saw are this step's new entries (never compacted yet).
+    const int64_t first = std::min(estimated_len_[l], seq.layer_len[l]);
+    estimator_->AddEntries(LayerKv{pool.view(), seq.layer_pages[l], seq.layer_len[l]}, l, first,
+                           seq.layer_len[l] - first, backend);
+  }
+  if (prompt_done) {
+    compressibility_ = estimator_->Estimate(window_, c.n_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));
+  }
+}
+
+}  // namespace kvserve
