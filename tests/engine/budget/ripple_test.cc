@@ -7,6 +7,9 @@
 #include "engine/budget/ripple_plan.h"
 #include "engine/budget/ripple_profile.h"
 #include "engine/budget/ripple_profiler.h"
+#include "engine/budget/ripple_validation.h"
+#include "engine/model/tokenizer.h"
+#include "tests/test_paths.h"
 #include "engine/compress/compression_settings.h"
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
@@ -190,6 +193,47 @@ TEST_F(RippleProfileTest, ProfilerRejectsSamplesShorterThanTheScoredTokens) {
   const auto st = MeasureLayerSensitivity(*model_, *backend, Samples(1, 40), o).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("40 tokens"), std::string_view::npos) << st;
+}
+
+}  // namespace
+}  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+TEST(RippleValidationTest, SpearmanOnKnownRankings) {
+  EXPECT_DOUBLE_EQ(SpearmanRho({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(SpearmanRho({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  // Monotone but not linear: still 1.
+  EXPECT_DOUBLE_EQ(SpearmanRho({0.1, 0.2, 5, 100}, {1, 2, 3, 4}), 1.0);
+  // d = (0, 0, 1, -1): 1 - 6 * 2 / (4 * 15) = 0.8.
+  EXPECT_NEAR(SpearmanRho({1, 2, 3, 4}, {1, 2, 4, 3}), 0.8, 1e-12);
+  EXPECT_EQ(SpearmanRho({1, 1, 1}, {1, 2, 3}), 0.0);
+}
+
+TEST(RippleValidationTest, LayerDamageIsFiniteAndGrowsAsTheLayerKeepsLess) {
+  auto model = MakeRandomModel("tiny", 4);
+  ASSERT_TRUE(model.ok());
+  auto tok = Tokenizer::Create(model->tokenizer);
+  ASSERT_TRUE(tok.ok());
+  auto corpus = TextCorpus::Load(testing::SourcePath("tests/data/corpus"), *tok);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  auto backend = MakeCpuBackend();
+  LayerDamageOptions o;
+  o.context = 300;
+  o.continuation = 16;
+  o.samples = 1;
+  o.layer_budget = 200;
+  auto mild = MeasureLayerDamage(*model, *tok, *backend, *corpus, o);
+  ASSERT_TRUE(mild.ok()) << mild.status();
+  o.layer_budget = 8;
+  auto harsh = MeasureLayerDamage(*model, *tok, *backend, *corpus, o);
+  ASSERT_TRUE(harsh.ok());
+  ASSERT_EQ(harsh->size(), 2u);
+  for (size_t l = 0; l < 2; ++l) {
+    EXPECT_TRUE(std::isfinite((*harsh)[l]));
+    EXPECT_GT((*harsh)[l], (*mild)[l]) << "layer " << l;
+  }
 }
 
 }  // namespace
