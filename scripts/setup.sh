@@ -4,7 +4,8 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git python3 python3-pip unzip ca-certificates
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
       libabsl-dev nlohmann-json3-dev libpcre2-dev libopenblas-dev libgtest-dev libgmock-dev
-      libbenchmark-dev clang libclang-rt-14-dev)
+      libbenchmark-dev clang libclang-rt-14-dev
+      prometheus)  # the real Prometheus that tests/server/prometheus_scrape_test.py starts
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

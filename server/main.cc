@@ -7,6 +7,7 @@ namespace kvserve {
 int RunGenerate(int argc, char** argv);
 int RunTokenize(int argc, char** argv);
 int RunBench(int argc, char** argv);
+int RunServe(int argc, char** argv);
 int RunEval(int argc, char** argv);
 int RunProfile(int argc, char** argv);
 }  // namespace kvserve
@@ -23,6 +24,7 @@ void PrintUsage() {
                "  bench     --model PATH [--prompt-tokens 512] [--new-tokens 128] [--repeats 3]\n"
                "  eval      --model PATH [--policies ...] [--budgets ...] [--contexts ...] [--tasks kl,passkey,multikey]\n"
                "  profile   --model PATH --calibration FILE... --out PROFILE.json (RippleKV sensitivity)\n"
+               "  serve     --model PATH [--port 50051] [--metrics-port 9400] ... (the gRPC server)\n"
                "run 'kvserve <command> --help' for every flag.\n");
 }
 
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
   if (cmd == "generate") return kvserve::RunGenerate(argc - 1, argv + 1);
   if (cmd == "tokenize") return kvserve::RunTokenize(argc - 1, argv + 1);
   if (cmd == "bench") return kvserve::RunBench(argc - 1, argv + 1);
+  if (cmd == "serve") return kvserve::RunServe(argc - 1, argv + 1);
   if (cmd == "eval") return kvserve::RunEval(argc - 1, argv + 1);
   if (cmd == "profile") return kvserve::RunProfile(argc - 1, argv + 1);
   std::fprintf(stderr, "kvserve: unknown command '%s'\n", cmd.c_str());

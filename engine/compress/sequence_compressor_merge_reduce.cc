@@ -7,6 +7,11 @@
 #include "engine/compress/sequence_compressor.h"
 
 namespace kvserve {
+namespace {
+
+constexpr int64_t kSinkSlots = 4;
+
+}  // namespace
 
 void SequenceCompressor::SetUpMergeReduce() {
   const ModelConfig& c = model_.config;
@@ -66,8 +71,10 @@ void SequenceCompressor::ObservePrompt(Backend& backend, PagePool& pool, const S
   if (!estimator_ || prompt_compressed_) return;
   const ModelConfig& c = model_.config;
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    // The slots past what the estimator saw are this step's new entries (never compacted yet).
-    const int64_t first = std::min(estimated_len_[l], seq.layer_len[l]);
+    // The slots past what the estimator saw are this step's new entries (never compacted
+    // yet). The first kSinkSlots are left out: attention-sink keys are outliers whose
+    // variance would drown the spread of everything else.
+    const int64_t first = std::min(std::max(estimated_len_[l], kSinkSlots), seq.layer_len[l]);
     estimator_->AddEntries(LayerKv{pool.view(), seq.layer_pages[l], seq.layer_len[l]}, l, first,
                            seq.layer_len[l] - first, backend);
   }

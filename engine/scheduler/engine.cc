@@ -1,6 +1,8 @@
 // The engine loop thread around the Scheduler.
 #include "engine/scheduler/engine.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 
 namespace kvserve {
@@ -46,24 +48,44 @@ void Engine::Deliver(std::vector<SinkDelivery> deliveries) {
 void Engine::Loop() {
   for (;;) {
     std::vector<SinkDelivery> out;
+    EngineStepStats step;
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_.wait(lock, [&] { return stop_ || !scheduler_.idle(); });
       if (stop_) return;
+      const int64_t waiting_before = scheduler_.num_waiting();
+      const int64_t running_before = scheduler_.num_running();
+      const int64_t awaiting = awaiting_first_.load();
+      const auto t0 = std::chrono::steady_clock::now();
       // A failed step already told the affected sinks; the loop carries on with the rest.
       (void)scheduler_.Step();
+      step.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      // Admission is FIFO, so the requests without a first event are the waiting ones
+      // plus the prefilling ones; those admitted during the step prefill in it.
+      const int64_t admitted = waiting_before - scheduler_.num_waiting();
+      step.prefill = (awaiting - waiting_before) + admitted > 0;
+      step.sequences = running_before + admitted;
       out = scheduler_.TakeDeliveries();
     }
     Deliver(std::move(out));
+    if (step_observer_) step_observer_(step);
   }
 }
 
 absl::StatusOr<RequestHandle> Engine::Submit(EngineRequest request) {
+  // Count the request as awaiting its first event until its sink sees one.
+  auto first_seen = std::make_shared<std::atomic<bool>>(false);
+  request.sink = [this, first_seen, sink = std::move(request.sink)](const StreamEvent& e) {
+    if (!first_seen->exchange(true)) awaiting_first_.fetch_sub(1);
+    if (sink) sink(e);
+  };
   absl::StatusOr<RequestHandle> h;
   std::vector<SinkDelivery> out;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    awaiting_first_.fetch_add(1);
     h = scheduler_.Submit(std::move(request));
+    if (!h.ok()) awaiting_first_.fetch_sub(1);  // a rejected request's sink is never called
     out = scheduler_.TakeDeliveries();
   }
   work_.notify_one();
@@ -86,6 +108,11 @@ absl::Status Engine::Abort(RequestHandle handle) {
 PagePoolStats Engine::pool_stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pool_.stats();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {scheduler_.num_running(), scheduler_.num_waiting(), pool_.stats()};
 }
 
 absl::Status Engine::CheckInvariants() const {

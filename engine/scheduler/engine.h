@@ -1,8 +1,10 @@
 // The serving engine: owns the KV page pool and runs the Scheduler's loop on its own
 // thread. Submit and Abort are safe from any thread.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -19,6 +21,23 @@ struct EngineConfig {
   SchedulerConfig scheduler;
 };
 
+// A consistent snapshot for metrics and health.
+struct EngineStats {
+  int64_t running = 0;  // admitted sequences (prefilling or decoding)
+  int64_t waiting = 0;  // queued, not yet admitted
+  PagePoolStats pool;
+};
+
+// What one engine step did, for step-time metrics.
+struct EngineStepStats {
+  double seconds = 0;
+  // The step carried at least one prefill chunk (a mixed prefill+decode step counts as
+  // prefill, since the chunk dominates its time); otherwise it was pure decode.
+  bool prefill = false;
+  int64_t sequences = 0;  // sequences in the step's batch
+};
+using EngineStepObserver = std::function<void(const EngineStepStats&)>;
+
 class Engine {
  public:
   // Validates the config (messages name the flag and value) and starts the loop thread.
@@ -33,7 +52,11 @@ class Engine {
   // See Scheduler::Abort: the pages are back in the pool when this returns.
   absl::Status Abort(RequestHandle handle);
   PagePoolStats pool_stats() const;
+  EngineStats stats() const;
   absl::Status CheckInvariants() const;
+  // Called on the engine thread after each step (and its sink calls); must be quick. Set it
+  // before the first Submit.
+  void SetStepObserver(EngineStepObserver observer) { step_observer_ = std::move(observer); }
 
  private:
   Engine(const Model& model, const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config);
@@ -45,6 +68,11 @@ class Engine {
   std::condition_variable work_;
   Scheduler scheduler_;
   bool stop_ = false;
+  // Submitted requests that have not had their first event yet: waiting or prefilling.
+  // With FIFO admission this tells a prefill step from a decode step without reaching
+  // into the scheduler.
+  std::atomic<int64_t> awaiting_first_{0};
+  EngineStepObserver step_observer_;
   std::thread thread_;
 };
 

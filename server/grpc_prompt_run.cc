@@ -1,0 +1,90 @@
+// PromptRun: timings, output and the end-of-request report of one prompt.
+#include "server/grpc_prompt_run.h"
+
+#include <algorithm>
+
+namespace kvserve {
+namespace {
+
+double Seconds(PromptRun::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+const char* MetricReason(v1::FinishReason r) {
+  switch (r) {
+    case v1::FINISH_REASON_LENGTH: return "length";
+    case v1::FINISH_REASON_EOS: return "eos";
+    case v1::FINISH_REASON_STOP_SEQUENCE: return "stop_sequence";
+    case v1::FINISH_REASON_STOP_TOKEN: return "stop_token";
+    case v1::FINISH_REASON_CANCELLED: return "cancelled";
+    default: return "error";
+  }
+}
+
+}  // namespace
+
+v1::FinishReason ToProtoFinishReason(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kEos: return v1::FINISH_REASON_EOS;
+    case FinishReason::kStopSequence: return v1::FINISH_REASON_STOP_SEQUENCE;
+    case FinishReason::kStopToken: return v1::FINISH_REASON_STOP_TOKEN;
+  }
+  return v1::FINISH_REASON_ERROR;
+}
+
+PromptRun::PromptRun(Clock::time_point arrival, int64_t prompt_tokens, std::string kv_policy, int64_t n_layers)
+    : arrival_(arrival), submitted_(arrival), prompt_tokens_(prompt_tokens), kv_policy_(std::move(kv_policy)),
+      n_layers_(n_layers) {}
+
+void PromptRun::OnToken(const StreamEvent& e) {
+  if (e.token >= 0) {
+    last_token_ = Clock::now();
+    if (tokens_.empty()) first_token_ = last_token_;
+    tokens_.push_back(e.token);
+  }
+  text_ += e.text;
+}
+
+void PromptRun::Finish(const StreamEvent& e, bool with_output, ServerMetrics& metrics, v1::Completion* out) {
+  finished_ = true;
+  const Clock::time_point end = Clock::now();
+  text_ += e.text;
+  v1::FinishReason reason = ToProtoFinishReason(e.finish_reason);
+  if (!e.status.ok()) {
+    reason = e.status.code() == absl::StatusCode::kCancelled ? v1::FINISH_REASON_CANCELLED : v1::FINISH_REASON_ERROR;
+    out->set_error(std::string(e.status.message()));
+  }
+  out->set_finish_reason(reason);
+  if (with_output) {
+    out->mutable_token_ids()->Assign(tokens_.begin(), tokens_.end());
+    out->set_text(text_);
+  }
+  v1::Usage* u = out->mutable_usage();
+  u->set_prompt_tokens(prompt_tokens_);
+  u->set_generated_tokens(generated());
+  u->set_kv_tokens_kept(e.kv_tokens_kept);
+  u->set_kv_entries_evicted(e.kv_entries_evicted);
+  u->set_peak_kv_bytes(e.peak_kv_bytes);
+
+  RequestOutcome o;
+  o.finish_reason = MetricReason(reason);
+  o.prompt_tokens = prompt_tokens_;
+  o.generated_tokens = generated();
+  o.queue_seconds = Seconds(submitted_ - arrival_);
+  o.e2e_seconds = Seconds(end - arrival_);
+  if (!tokens_.empty()) o.ttft_seconds = Seconds(first_token_ - arrival_);
+  if (tokens_.size() >= 2) o.mean_itl_seconds = Seconds(last_token_ - first_token_) / (tokens_.size() - 1);
+  // A full cache holds every prompt and generated token in every layer (the last token's
+  // entries are never written, hence the -1).
+  const int64_t full = n_layers_ * (prompt_tokens_ + std::max<int64_t>(generated() - 1, 0));
+  if (e.kv_tokens_kept > 0 && full > 0) o.compression_ratio = static_cast<double>(e.kv_tokens_kept) / full;
+  o.kv_policy = kv_policy_;
+  o.kv_entries_evicted = e.kv_entries_evicted;
+  metrics.ObserveRequest(o);
+
+  v1::Timings* t = out->mutable_timings();
+  t->set_queue_seconds(o.queue_seconds);
+  t->set_time_to_first_token_seconds(std::max(o.ttft_seconds, 0.0));
+  t->set_total_seconds(o.e2e_seconds);
+}
+
+}  // namespace kvserve

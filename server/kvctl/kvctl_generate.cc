@@ -1,0 +1,200 @@
+// `kvctl generate`: one or more prompts through Generate, or one through GenerateStream
+// (--stream), printing text as it arrives.
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "kvserve/v1/generation.grpc.pb.h"
+#include "server/kvctl/kvctl_channel.h"
+#include "server/kvctl/kvctl_commands.h"
+
+namespace kvserve::kvctl {
+
+const char kGenerateUsage[] =
+    "kvctl generate (--prompt TEXT [--prompt TEXT]... | --token-ids '1 2 3') [--chat [--system TEXT]] [--stream]\n"
+    "  [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
+    "  [--presence-penalty P] [--frequency-penalty P] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
+    "  [--ignore-eos] [--kv-policy full|streaming|snapkv|criticalkv|pyramid] [--kv-budget B] [--kv-plan uniform|pyramid]\n"
+    "  [--request-id ID] [--usage (finish reason, usage and timings on stderr)] [--ids (print token ids)]\n";
+
+const std::vector<std::string>& GenerateFlags() {
+  static const std::vector<std::string> f = {
+      "prompt", "token-ids", "system", "max-new-tokens", "temperature", "top-k", "top-p", "min-p",
+      "repetition-penalty", "presence-penalty", "frequency-penalty", "seed", "stop", "stop-token-id",
+      "kv-policy", "kv-budget", "kv-plan", "request-id"};
+  return f;
+}
+
+const std::vector<std::string>& GenerateBoolFlags() {
+  static const std::vector<std::string> f = {"chat", "stream", "ignore-eos", "usage", "ids"};
+  return f;
+}
+
+absl::StatusOr<CliArgs> ParseWithConnection(int argc, char** argv, std::vector<std::string> value_flags,
+                                            std::vector<std::string> bool_flags) {
+  value_flags.insert(value_flags.end(), ConnectionFlags().begin(), ConnectionFlags().end());
+  bool_flags.insert(bool_flags.end(), ConnectionBoolFlags().begin(), ConnectionBoolFlags().end());
+  return CliArgs::Parse(argc, argv, value_flags, bool_flags);
+}
+
+namespace {
+
+absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& flag, const std::string& s) {
+  std::vector<int32_t> ids;
+  for (absl::string_view part : absl::StrSplit(s, absl::ByAnyChar(" ,"), absl::SkipEmpty())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(part, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", std::string(part), "' is not a token id"));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// Copies a numeric flag into the request only when given, so unset means the server default.
+template <typename T, typename Setter>
+absl::Status Optional(const CliArgs& a, const char* flag, Setter set) {
+  if (!a.Has(flag)) return absl::OkStatus();
+  if constexpr (std::is_floating_point_v<T>) {
+    absl::StatusOr<double> v = a.GetDouble(flag, 0);
+    if (!v.ok()) return v.status();
+    set(static_cast<T>(*v));
+  } else {
+    absl::StatusOr<int64_t> v = a.GetInt(flag, 0);
+    if (!v.ok()) return v.status();
+    set(static_cast<T>(*v));
+  }
+  return absl::OkStatus();
+}
+
+std::string FinishName(v1::FinishReason r) {
+  const std::string& name = v1::FinishReason_Name(r);
+  const std::string prefix = "FINISH_REASON_";
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
+
+void PrintUsage(const v1::Completion& c) {
+  const v1::Usage& u = c.usage();
+  const v1::Timings& t = c.timings();
+  std::fprintf(stderr,
+               "finish=%s prompt_tokens=%lld generated_tokens=%lld kv_tokens_kept=%lld peak_kv_bytes=%lld "
+               "queue=%.4fs ttft=%.4fs total=%.4fs%s%s\n",
+               FinishName(c.finish_reason()).c_str(), static_cast<long long>(u.prompt_tokens()),
+               static_cast<long long>(u.generated_tokens()), static_cast<long long>(u.kv_tokens_kept()),
+               static_cast<long long>(u.peak_kv_bytes()), t.queue_seconds(), t.time_to_first_token_seconds(),
+               t.total_seconds(), c.error().empty() ? "" : " error=", c.error().c_str());
+}
+
+}  // namespace
+
+absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
+  v1::GenerateRequest r;
+  r.set_request_id(a.Get("request-id").value_or(""));
+  for (const std::string& text : a.GetAll("prompt")) {
+    v1::Prompt* p = r.add_prompts();
+    if (a.Flag("chat")) {
+      if (auto sys = a.Get("system")) {
+        v1::ChatMessage* m = p->add_messages();
+        m->set_role("system");
+        m->set_content(*sys);
+      }
+      v1::ChatMessage* m = p->add_messages();
+      m->set_role("user");
+      m->set_content(text);
+    } else {
+      p->set_text(text);
+    }
+  }
+  if (auto ids = a.Get("token-ids")) {
+    absl::StatusOr<std::vector<int32_t>> parsed = ParseIds("token-ids", *ids);
+    if (!parsed.ok()) return parsed.status();
+    r.add_prompts()->mutable_token_ids()->Assign(parsed->begin(), parsed->end());
+  }
+  v1::SamplingParams* s = r.mutable_sampling();
+  v1::StoppingCriteria* st = r.mutable_stopping();
+  v1::KvCacheParams* kv = r.mutable_kv();
+  for (absl::Status status : {
+           Optional<float>(a, "temperature", [&](float v) { s->set_temperature(v); }),
+           Optional<int32_t>(a, "top-k", [&](int32_t v) { s->set_top_k(v); }),
+           Optional<float>(a, "top-p", [&](float v) { s->set_top_p(v); }),
+           Optional<float>(a, "min-p", [&](float v) { s->set_min_p(v); }),
+           Optional<float>(a, "repetition-penalty", [&](float v) { s->set_repetition_penalty(v); }),
+           Optional<float>(a, "presence-penalty", [&](float v) { s->set_presence_penalty(v); }),
+           Optional<float>(a, "frequency-penalty", [&](float v) { s->set_frequency_penalty(v); }),
+           Optional<uint64_t>(a, "seed", [&](uint64_t v) { s->set_seed(v); }),
+           Optional<uint32_t>(a, "max-new-tokens", [&](uint32_t v) { st->set_max_new_tokens(v); }),
+           Optional<double>(a, "kv-budget", [&](double v) { kv->set_budget(v); }),
+       }) {
+    if (!status.ok()) return status;
+  }
+  for (const std::string& stop : a.GetAll("stop")) st->add_stop_sequences(stop);
+  for (const std::string& id : a.GetAll("stop-token-id")) {
+    absl::StatusOr<std::vector<int32_t>> parsed = ParseIds("stop-token-id", id);
+    if (!parsed.ok()) return parsed.status();
+    for (int32_t t : *parsed) st->add_stop_token_ids(t);
+  }
+  st->set_ignore_eos(a.Flag("ignore-eos"));
+  kv->set_policy(a.Get("kv-policy").value_or(""));
+  kv->set_budget_plan(a.Get("kv-plan").value_or(""));
+  return r;
+}
+
+int RunGenerate(int argc, char** argv) {
+  absl::StatusOr<CliArgs> args = ParseWithConnection(argc, argv, GenerateFlags(), GenerateBoolFlags());
+  if (!args.ok()) return ReportError(args.status());
+  if (args->Flag("help")) {
+    std::fprintf(stderr, "%s%s", kGenerateUsage, kConnectionUsage);
+    return 0;
+  }
+  absl::StatusOr<v1::GenerateRequest> req = BuildGenerateRequest(*args);
+  if (!req.ok()) return ReportError(req.status());
+  absl::StatusOr<Connection> conn = Connect(*args);
+  if (!conn.ok()) return ReportError(conn.status());
+  auto stub = v1::Generation::NewStub(conn->channel);
+  std::unique_ptr<grpc::ClientContext> ctx = conn->NewContext();
+  const bool show_ids = args->Flag("ids");
+
+  if (args->Flag("stream")) {
+    std::unique_ptr<grpc::ClientReader<v1::GenerateStreamResponse>> reader = stub->GenerateStream(ctx.get(), *req);
+    v1::GenerateStreamResponse msg;
+    v1::Completion done;
+    while (reader->Read(&msg)) {
+      if (msg.has_chunk()) {
+        if (show_ids) {
+          for (int32_t id : msg.chunk().token_ids()) std::printf("%d ", id);
+        } else {
+          std::fwrite(msg.chunk().text().data(), 1, msg.chunk().text().size(), stdout);
+        }
+        std::fflush(stdout);
+      } else if (msg.has_complete()) {
+        done = msg.complete();
+      }
+    }
+    grpc::Status st = reader->Finish();
+    std::fputc('\n', stdout);
+    if (!st.ok()) return ReportRpcError(st);
+    if (args->Flag("usage")) PrintUsage(done);
+    return done.error().empty() ? 0 : 1;
+  }
+
+  v1::GenerateResponse resp;
+  grpc::Status st = stub->Generate(ctx.get(), *req, &resp);
+  if (!st.ok()) return ReportRpcError(st);
+  int rc = 0;
+  for (const v1::Completion& c : resp.completions()) {
+    if (resp.completions_size() > 1) std::printf("[%u] ", c.index() + 1);
+    if (show_ids) {
+      for (int32_t id : c.token_ids()) std::printf("%d ", id);
+    } else {
+      std::fwrite(c.text().data(), 1, c.text().size(), stdout);
+    }
+    std::fputc('\n', stdout);
+    if (args->Flag("usage")) PrintUsage(c);
+    if (!c.error().empty()) rc = 1;
+  }
+  return rc;
+}
+
+}  // namespace kvserve::kvctl

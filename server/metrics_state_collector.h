@@ -1,0 +1,30 @@
+// Gauges read at scrape time, so a scrape always sees the engine as it is now: requests
+// running and waiting, KV pages, peak KV bytes, process memory.
+#pragma once
+#include <atomic>
+#include <vector>
+
+#include "engine/scheduler/engine.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+namespace kvserve {
+
+class EngineStateCollector : public prometheus::Collectable {
+ public:
+  // Until set_engine is called (the model is loading) only process memory is reported.
+  void set_engine(const Engine* engine) { engine_.store(engine); }
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  std::atomic<const Engine*> engine_{nullptr};
+};
+
+// VmRSS and VmHWM of this process from /proc/self/status, in bytes (0 when unreadable).
+struct ProcessMemory {
+  double resident_bytes = 0;
+  double peak_resident_bytes = 0;
+};
+ProcessMemory ReadProcessMemory();
+
+}  // namespace kvserve
