@@ -71,6 +71,11 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
   const ModelConfig& c = model.config;
   const int64_t prompt_len = static_cast<int64_t>(prompt.size());
   std::unique_ptr<SequenceCompressor> compressor;
+  if (o.compression.active() && !backend.HostMemory()) {
+    // Scoring and compaction read the pages on the host; they have no device version yet.
+    return absl::UnimplementedError(absl::StrCat("KV compression (--kv-policy ", o.compression.policy,
+                                                 ") runs on the CPU backend only; use --device cpu"));
+  }
   if (o.compression.active()) {
     auto made = SequenceCompressor::Create(model, o.compression, prompt_len, o.max_new_tokens, o.page_size,
                                            o.prefill_chunk);
@@ -80,7 +85,7 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
   PagePoolShape shape{0, o.page_size, c.n_kv_heads, c.head_dim};
   shape.num_pages = compressor ? compressor->PeakPages()
                                : PeakPagesForRequest(prompt_len, o.max_new_tokens, o.page_size, c.n_layers);
-  PagePool pool(shape);
+  PagePool pool(shape, &backend);
   SequenceKv seq(c.n_layers);
   QueryWindow* window = compressor ? compressor->window() : nullptr;
   // Compresses what is due after a step; a no-op with the full cache.

@@ -46,10 +46,27 @@ struct AttentionShape {
   float scale = 1.0f;      // usually 1/sqrt(head_dim)
 };
 
+// Where op arguments live. Float tensors an op reads or writes (activations, PagedKv pages)
+// are in the backend's memory: host memory for the CPU backend, device memory for CUDA, made
+// with Allocate and filled with CopyIn. Parameters (WeightView::data, gain, bias, inv_freq)
+// and integer metadata (tokens, positions, AttentionBatch arrays) are always host memory; a
+// device backend copies them itself, caching weights by address, so weights must stay alive
+// and unchanged while the backend uses them.
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view Name() const = 0;
+
+  // True when Allocate returns ordinary host memory (then the copies are memcpy).
+  virtual bool HostMemory() const { return true; }
+  // bytes of zero-filled backend memory; nullptr for 0 bytes. Release with Deallocate.
+  virtual void* Allocate(int64_t bytes);
+  virtual void Deallocate(void* p);
+  // dst (backend memory) = host_src; src (backend memory) -> host_dst, complete on return;
+  // and a copy within backend memory.
+  virtual void CopyIn(void* dst, const void* host_src, int64_t bytes);
+  virtual void CopyOut(void* host_dst, const void* src, int64_t bytes);
+  virtual void Copy(void* dst, const void* src, int64_t bytes);
 
   // out[n, table.cols] = rows tokens[i] of table.
   virtual void Embed(const WeightView& table, const int32_t* tokens, int64_t n, float* out) = 0;

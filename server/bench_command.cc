@@ -13,6 +13,7 @@
 #include "engine/model/tokenizer.h"
 #include "engine/scheduler/scheduler.h"
 #include "server/cli_args.h"
+#include "server/device_backend.h"
 #include "server/kv_flags.h"
 
 namespace kvserve {
@@ -64,7 +65,7 @@ int BenchAdmission(const Model& model, Backend& backend, const std::vector<int32
 
 int RunBench(int argc, char** argv) {
   std::vector<std::string> flags = {"model", "prompt-tokens", "new-tokens", "repeats", "prefill-chunk", "batch",
-                                    "fit-memory", "fit-count"};
+                                    "fit-memory", "fit-count", "device"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
   auto args = CliArgs::Parse(argc, argv, flags, {});
   if (!args.ok()) return BenchFail(args.status());
@@ -80,9 +81,15 @@ int RunBench(int argc, char** argv) {
   auto model = LoadModel(*spec);
   if (!model.ok()) return BenchFail(model.status());
   const ModelConfig& c = model->config;
-  auto backend = MakeCpuBackend();
+  auto made_backend = MakeBackendForDevice(args->Get("device").value_or("cpu"));
+  if (!made_backend.ok()) return BenchFail(made_backend.status());
+  std::unique_ptr<Backend> backend = *std::move(made_backend);
   auto kv = CompressionFromArgs(*args, *model);
   if (!kv.ok()) return BenchFail(kv.status());
+  if (!backend->HostMemory() && (kv->active() || args->Has("fit-memory"))) {
+    return BenchFail(absl::InvalidArgumentError(absl::StrCat(
+        "KV compression and --fit-memory run on the CPU backend only, got --device ", *args->Get("device"))));
+  }
 
   // Deterministic ids spread over the vocabulary, the same ones the peer script uses for
   // sequence 0; sequence b is shifted by b so batched sequences differ.
@@ -118,7 +125,7 @@ int RunBench(int argc, char** argv) {
         shape.num_pages += PeakPagesForRequest(*n_prompt, *n_new, shape.page_size, c.n_layers);
       }
     }
-    PagePool pool(shape);
+    PagePool pool(shape, backend.get());
     std::vector<SequenceKv> seqs(static_cast<size_t>(nb), SequenceKv(c.n_layers));
     auto window = [&](int64_t b) { return comps[b] ? comps[b]->window() : nullptr; };
     auto compress = [&](int64_t b, bool prompt_done) {

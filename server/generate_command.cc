@@ -15,6 +15,7 @@
 #include "engine/model/tokenizer.h"
 #include "kernels/backend.h"
 #include "server/cli_args.h"
+#include "server/device_backend.h"
 #include "server/generate_batch.h"
 #include "server/kv_flags.h"
 
@@ -77,7 +78,8 @@ int RunGenerate(int argc, char** argv) {
   std::vector<std::string> value_flags = {"model", "prompt", "system", "max-new-tokens", "temperature",
                                           "top-k", "top-p", "min-p", "repetition-penalty", "seed", "stop",
                                           "stop-token-id", "max-context", "page-size", "prefill-chunk",
-                                          "prompts-file", "kv-memory", "max-batch-tokens", "max-waiting"};
+                                          "prompts-file", "kv-memory", "max-batch-tokens", "max-waiting",
+                                          "device"};
   value_flags.insert(value_flags.end(), KvFlagNames().begin(), KvFlagNames().end());
   KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"chat", "ignore-eos", "timing", "help"}));
   if (args.Flag("help")) {
@@ -86,6 +88,7 @@ int RunGenerate(int argc, char** argv) {
                  "  [--max-new-tokens N=128] [--temperature T=0 (greedy)] [--top-k K] [--top-p P]\n"
                  "  [--min-p P] [--repetition-penalty R] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
                  "  [--ignore-eos] [--max-context N] [--page-size N=16] [--prefill-chunk N=512] [--timing]\n"
+                 "  [--device cpu|cuda|auto =cpu] (auto: CUDA when a GPU is present, else CPU)\n"
                  "kvserve generate --model M --prompts-file F (one prompt per line, run as one batch)\n"
                  "  [--kv-memory BYTES|FRACTION=512M] [--max-batch-tokens N=2048] [--max-waiting N=1024]\n"
                  "KV compression (both forms):\n%s", KvFlagsHelp());
@@ -94,7 +97,13 @@ int RunGenerate(int argc, char** argv) {
   auto model_spec = args.Get("model");
   if (!model_spec) return Fail(absl::InvalidArgumentError("--model is required"));
   KV_ASSIGN_OR_FAIL(options, OptionsFromArgs(args));
+  const std::string device = args.Get("device").value_or("cpu");
   if (args.Has("prompts-file")) {
+    if (device != "cpu") {
+      // The batch scheduler keeps its KV pool on the host; only single-prompt generate runs on CUDA.
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--prompts-file runs on the CPU backend only, got --device ", device)));
+    }
     KV_ASSIGN_OR_FAIL(batch_model, LoadModel(*model_spec));
     KV_ASSIGN_OR_FAIL(batch_kv, CompressionFromArgs(args, batch_model));
     options.compression = batch_kv;
@@ -151,7 +160,7 @@ int RunGenerate(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--max-batch-tokens must be >= 1, got ", batch_tokens)));
   }
   options.prefill_chunk = std::min(options.prefill_chunk, batch_tokens);
-  auto backend = MakeCpuBackend();
+  KV_ASSIGN_OR_FAIL(backend, MakeBackendForDevice(device));
   auto result = Generate(model, tokenizer, *backend, prompt, options, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);

@@ -18,6 +18,32 @@ PagePool::PagePool(const PagePoolShape& shape)
   for (int64_t p = shape.num_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
 }
 
+PagePool::PagePool(const PagePoolShape& shape, Backend* memory)
+    : PagePool(memory && !memory->HostMemory() ? PagePoolShape{0, shape.page_size, shape.n_kv_heads, shape.head_dim}
+                                               : shape) {
+  if (!memory || memory->HostMemory()) return;
+  // Built with zero pages above (no host storage); now the real page count and device storage.
+  shape_ = shape;
+  device_ = memory;
+  const int64_t kv_floats = shape.num_pages * shape.page_size * shape.n_kv_heads * shape.head_dim;
+  dk_ = static_cast<float*>(memory->Allocate(kv_floats * static_cast<int64_t>(sizeof(float))));
+  dv_ = static_cast<float*>(memory->Allocate(kv_floats * static_cast<int64_t>(sizeof(float))));
+  dlog_w_ = static_cast<float*>(
+      memory->Allocate(shape.num_pages * shape.page_size * shape.n_kv_heads * static_cast<int64_t>(sizeof(float))));
+  in_use_.assign(static_cast<size_t>(shape.num_pages), 0);
+  free_.clear();
+  free_.reserve(static_cast<size_t>(shape.num_pages));
+  for (int64_t p = shape.num_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
+}
+
+PagePool::~PagePool() {
+  if (device_) {
+    device_->Deallocate(dk_);
+    device_->Deallocate(dv_);
+    device_->Deallocate(dlog_w_);
+  }
+}
+
 int64_t PagePool::PageBytes(const PagePoolShape& s) {
   return static_cast<int64_t>(sizeof(float)) * s.page_size * s.n_kv_heads * (2 * s.head_dim + 1);
 }
@@ -102,6 +128,7 @@ PagePoolStats PagePool::stats() const {
 }
 
 PagedKv PagePool::view() {
+  if (device_) return {dk_, dv_, dlog_w_, shape_.page_size, shape_.n_kv_heads, shape_.head_dim};
   return {k_.data(), v_.data(), log_w_.data(), shape_.page_size, shape_.n_kv_heads, shape_.head_dim};
 }
 

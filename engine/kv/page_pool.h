@@ -34,6 +34,10 @@ struct PagePoolStats {
 class PagePool {
  public:
   explicit PagePool(const PagePoolShape& shape);
+  // Storage in `memory`'s memory when it is not host memory (a device backend); the
+  // bookkeeping stays on the host. `memory` must outlive the pool.
+  PagePool(const PagePoolShape& shape, Backend* memory);
+  ~PagePool();
   PagePool(const PagePool&) = delete;
   PagePool& operator=(const PagePool&) = delete;
 
@@ -59,6 +63,8 @@ class PagePool {
   PagePoolStats stats() const;
   // The storage as kernels see it.
   PagedKv view();
+  // False when the pages live in a device backend's memory (host code must not touch them).
+  bool host_memory() const { return device_ == nullptr; }
 
   // Checks the bookkeeping: the free list and in-use bits agree, no page is free twice,
   // free + used == total, reserved use stays inside the reservations, reservations plus
@@ -74,7 +80,11 @@ class PagePool {
   void Give(absl::Span<const int32_t> pages);
 
   PagePoolShape shape_;
-  std::vector<float> k_, v_, log_w_;
+  std::vector<float> k_, v_, log_w_;  // host storage (empty when device_ holds it)
+  Backend* device_ = nullptr;         // device storage owner, or nullptr
+  float* dk_ = nullptr;
+  float* dv_ = nullptr;
+  float* dlog_w_ = nullptr;
   std::vector<int32_t> free_;     // LIFO: recently freed pages are warm in cache
   std::vector<uint8_t> in_use_;
   int64_t reserved_ = 0;          // pages promised to reservations

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -50,7 +51,9 @@ std::vector<float> RopeInverseFrequencies(const ModelConfig& c, const WeightView
 
 LlamaForward::LlamaForward(const Model& model, Backend& backend, PagePool& pool)
     : model_(model), backend_(backend), pool_(pool),
-      inv_freq_(RopeInverseFrequencies(model.config, model.weights.rope_freq_factors)) {}
+      inv_freq_(RopeInverseFrequencies(model.config, model.weights.rope_freq_factors)),
+      x_(backend), xn_(backend), q_(backend), k_(backend), v_(backend), attn_(backend), gate_(backend),
+      up_(backend), tmp_(backend), logits_(backend) {}
 
 absl::Status LlamaForward::ReservePages(absl::Span<const ForwardRequest> batch) {
   const int64_t ps = pool_.shape().page_size;
@@ -88,6 +91,11 @@ absl::Status LlamaForward::Step(absl::Span<const ForwardRequest> batch, std::vec
     }
     n += static_cast<int64_t>(r.tokens.size());
   }
+  if (!backend_.HostMemory() && pool_.host_memory()) {
+    return absl::FailedPreconditionError(absl::StrCat("the ", std::string(backend_.Name()),
+                                                      " backend needs its KV pool in device memory "
+                                                      "(construct the PagePool with the backend)"));
+  }
   if (absl::Status st = ReservePages(batch); !st.ok()) return st;
 
   batch_ = batch;
@@ -102,15 +110,15 @@ absl::Status LlamaForward::Step(absl::Span<const ForwardRequest> batch, std::vec
     q_indptr_.push_back(static_cast<int32_t>(tokens_.size()));
   }
   const int64_t qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
-  x_.resize(n * c.hidden);
-  xn_.resize(n * c.hidden);
-  tmp_.resize(n * c.hidden);
-  q_.resize(n * qd);
-  attn_.resize(n * qd);
-  k_.resize(n * kvd);
-  v_.resize(n * kvd);
-  gate_.resize(n * c.ffn_hidden);
-  up_.resize(n * c.ffn_hidden);
+  x_.Resize(n * c.hidden);
+  xn_.Resize(n * c.hidden);
+  tmp_.Resize(n * c.hidden);
+  q_.Resize(n * qd);
+  attn_.Resize(n * qd);
+  k_.Resize(n * kvd);
+  v_.Resize(n * kvd);
+  gate_.Resize(n * c.ffn_hidden);
+  up_.Resize(n * c.ffn_hidden);
 
   backend_.Embed(model_.weights.token_embd, tokens_.data(), n, x_.data());
   for (int64_t l = 0; l < c.n_layers; ++l) Layer(l, n);
@@ -125,13 +133,20 @@ absl::Status LlamaForward::Step(absl::Span<const ForwardRequest> batch, std::vec
     }
   }
   const int64_t nr = static_cast<int64_t>(rows.size());
+  const int64_t row_bytes = c.hidden * static_cast<int64_t>(sizeof(float));
   for (int64_t i = 0; i < nr; ++i) {
-    std::copy_n(x_.data() + rows[i] * c.hidden, c.hidden, xn_.data() + i * c.hidden);
+    backend_.Copy(xn_.data() + i * c.hidden, x_.data() + rows[i] * c.hidden, row_bytes);
   }
   backend_.RmsNorm(xn_.data(), F32(model_.weights.output_norm), xn_.data(), nr, c.hidden, c.rms_eps);
   const size_t base = logits->size();
   logits->resize(base + static_cast<size_t>(nr * c.vocab_size));
-  backend_.MatMul(model_.weights.output, xn_.data(), logits->data() + base, nr);
+  if (backend_.HostMemory()) {
+    backend_.MatMul(model_.weights.output, xn_.data(), logits->data() + base, nr);
+  } else {
+    logits_.Resize(nr * c.vocab_size);
+    backend_.MatMul(model_.weights.output, xn_.data(), logits_.data(), nr);
+    backend_.CopyOut(logits->data() + base, logits_.data(), nr * c.vocab_size * static_cast<int64_t>(sizeof(float)));
+  }
   return absl::OkStatus();
 }
 
@@ -154,7 +169,14 @@ void LlamaForward::Layer(int64_t l, int64_t n) {
 
   for (size_t s = 0; s < batch_.size(); ++s) {
     if (QueryWindow* w = batch_[s].window) {
-      w->Append(l, q_.data() + static_cast<int64_t>(q_indptr_[s]) * qd, q_indptr_[s + 1] - q_indptr_[s]);
+      const int64_t first = static_cast<int64_t>(q_indptr_[s]) * qd, count = q_indptr_[s + 1] - q_indptr_[s];
+      const float* rows = q_.data() + first;
+      if (!backend_.HostMemory()) {
+        host_q_.resize(static_cast<size_t>(count * qd));
+        backend_.CopyOut(host_q_.data(), rows, count * qd * static_cast<int64_t>(sizeof(float)));
+        rows = host_q_.data();
+      }
+      w->Append(l, rows, count);
     }
   }
 
@@ -192,7 +214,7 @@ absl::StatusOr<std::vector<float>> ComputeAllLogits(const Model& model, Backend&
   const ModelConfig& c = model.config;
   PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim};
   shape.num_pages = PagesFor(static_cast<int64_t>(tokens.size()), shape.page_size) * c.n_layers;
-  PagePool pool(shape);
+  PagePool pool(shape, &backend);
   SequenceKv seq(c.n_layers);
   LlamaForward fwd(model, backend, pool);
   std::vector<float> logits;

@@ -10,6 +10,7 @@
 #include "engine/kv/query_window.h"
 #include "engine/model/model_weights.h"
 #include "kernels/backend.h"
+#include "kernels/backend_buffer.h"
 
 namespace kvserve {
 
@@ -43,9 +44,11 @@ class LlamaForward {
   PagePool& pool_;
   std::vector<float> inv_freq_;  // [rope_dim / 2], scaling applied
 
-  // Per-step scratch, sized to the step's token count.
+  // Per-step scratch, sized to the step's token count. Activations live in the backend's
+  // memory (device memory for a device backend); token ids and positions on the host.
   std::vector<int32_t> tokens_, positions_;
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
+  BackendBuffer<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_, logits_;
+  std::vector<float> host_q_;  // post-RoPE queries copied out for a QueryWindow (device backends)
   // Per-layer CSR page tables of the step.
   std::vector<int32_t> q_indptr_, page_indptr_, page_indices_, kv_len_;
   absl::Span<const ForwardRequest> batch_;

@@ -1,0 +1,16 @@
+// `--device auto|cpu|cuda`: picks the compute backend of a kvserve command.
+#pragma once
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+
+namespace kvserve {
+
+// cpu: the CPU backend. cuda: the CUDA backend, or FAILED_PRECONDITION naming why there is
+// none (no device, or a build without CUDA). auto: CUDA when a device is present, otherwise
+// the CPU backend with a line on stderr saying why. Anything else: INVALID_ARGUMENT.
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForDevice(std::string_view device);
+
+}  // namespace kvserve

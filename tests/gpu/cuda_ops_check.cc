@@ -1,0 +1,308 @@
+// Every CUDA op against the CPU reference on fresh random inputs, and greedy generation CPU
+// versus CUDA. Skips, each with "no CUDA device: <reason>", on machines without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/generator.h"
+#include "engine/model/forward.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/random_model.h"
+#include "engine/model/tokenizer.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/fp16.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_device.h"
+#include "tests/kernels/cpu/random_blocks.h"
+
+namespace kvserve {
+namespace {
+
+using testing::RandomFloats;
+
+// max |got - want| / max |want|: one number that reads the same for any output scale.
+double RelError(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 1e-30;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(got[i]) - want[i]));
+    den = std::max(den, std::fabs(static_cast<double>(want[i])));
+  }
+  return num / den;
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA device: " << why;
+    gpu_ = MakeCudaBackend(0);
+    cpu_ = MakeCpuBackend();
+  }
+  void TearDown() override {
+    for (void* p : device_) gpu_->Deallocate(p);
+  }
+  // A device copy of host data, freed at the end of the test.
+  template <typename T>
+  T* Up(const std::vector<T>& host) {
+    auto* p = static_cast<T*>(gpu_->Allocate(static_cast<int64_t>(sizeof(T) * std::max<size_t>(host.size(), 1))));
+    gpu_->CopyIn(p, host.data(), static_cast<int64_t>(sizeof(T) * host.size()));
+    device_.push_back(p);
+    return p;
+  }
+  template <typename T>
+  std::vector<T> Down(const T* p, size_t n) {
+    std::vector<T> host(n);
+    gpu_->CopyOut(host.data(), p, static_cast<int64_t>(sizeof(T) * n));
+    return host;
+  }
+
+  std::unique_ptr<Backend> gpu_, cpu_;
+  std::vector<void*> device_;
+};
+
+TEST_F(CudaOps, RmsNorm) {
+  for (int64_t dim : {576, 4096}) {
+    const int64_t n = 7;
+    auto x = RandomFloats(n * dim, 1, 3.0f), gain = RandomFloats(dim, 2);
+    std::vector<float> want(x.size());
+    cpu_->RmsNorm(x.data(), gain.data(), want.data(), n, dim, 1e-5f);
+    float* dx = Up(x);
+    gpu_->RmsNorm(dx, gain.data(), dx, n, dim, 1e-5f);
+    EXPECT_LT(RelError(Down(dx, x.size()), want), 1e-5) << "dim " << dim;
+  }
+}
+
+TEST_F(CudaOps, RopeIncludingLlama3Scaling) {
+  auto config = RandomPresetConfig("llama3-8b");
+  ASSERT_TRUE(config.ok());
+  const std::vector<float> inv = RopeInverseFrequencies(*config, WeightView{});
+  for (bool neox : {true, false}) {
+    const int64_t n = 9, heads = 4, hd = 128;
+    std::vector<int32_t> pos = {0, 1, 7, 100, 4095, 8191, 8192, 20000, 32767};
+    auto x = RandomFloats(n * heads * hd, 3);
+    std::vector<float> want = x;
+    cpu_->Rope(want.data(), pos.data(), n, heads, hd, inv.data(), hd, neox);
+    float* dx = Up(x);
+    gpu_->Rope(dx, pos.data(), n, heads, hd, inv.data(), hd, neox);
+    EXPECT_LT(RelError(Down(dx, x.size()), want), 2e-5) << "neox " << neox;
+  }
+}
+
+TEST_F(CudaOps, ElementwiseAndEmbed) {
+  const int64_t n = 5, dim = 300;
+  auto a = RandomFloats(n * dim, 4, 4.0f), b = RandomFloats(n * dim, 5), bias = RandomFloats(dim, 6);
+  std::vector<float> want = a;
+  cpu_->Add(want.data(), b.data(), n * dim);
+  cpu_->AddBias(want.data(), bias.data(), n, dim);
+  cpu_->SwiGlu(want.data(), b.data(), want.data(), n * dim);
+  float *da = Up(a), *db = Up(b);
+  gpu_->Add(da, db, n * dim);
+  gpu_->AddBias(da, bias.data(), n, dim);
+  gpu_->SwiGlu(da, db, da, n * dim);
+  EXPECT_LT(RelError(Down(da, a.size()), want), 1e-5);
+
+  // Embedding tables are stored as bf16 on the device: bf16 rounding (2^-9 relative).
+  auto table = RandomFloats(50 * dim, 7);
+  const WeightView tv{DType::kF32, 50, dim, table.data()};
+  std::vector<int32_t> tokens = {3, 0, 49, 3, 17};
+  std::vector<float> ewant(n * dim);
+  cpu_->Embed(tv, tokens.data(), n, ewant.data());
+  float* dout = Up(std::vector<float>(n * dim));
+  gpu_->Embed(tv, tokens.data(), n, dout);
+  EXPECT_LT(RelError(Down(dout, ewant.size()), ewant), 4e-3);
+}
+
+TEST_F(CudaOps, MatMulBf16AgainstCpuForEveryWeightType) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+    for (int64_t n : {1, 5, 64}) {
+      const int64_t rows = 96, cols = 512;
+      std::vector<uint8_t> w;
+      if (t == DType::kF32 || t == DType::kBF16 || t == DType::kF16) {
+        auto f = RandomFloats(rows * cols, 8, 0.1f);
+        w.resize(static_cast<size_t>(RowBytes(t, cols) * rows));
+        for (int64_t i = 0; i < rows * cols; ++i) {
+          if (t == DType::kF32) {
+            reinterpret_cast<float*>(w.data())[i] = f[i];
+          } else if (t == DType::kF16) {
+            reinterpret_cast<uint16_t*>(w.data())[i] = cpu::FloatToHalf(f[i]);
+          } else {
+            uint32_t bits;
+            std::memcpy(&bits, &f[i], 4);
+            reinterpret_cast<uint16_t*>(w.data())[i] = static_cast<uint16_t>(bits >> 16);
+          }
+        }
+      } else {
+        w = testing::RandomQuantRows(t, rows, cols, 9);
+      }
+      const WeightView wv{t, rows, cols, w.data()};
+      auto x = RandomFloats(n * cols, 10);
+      std::vector<float> want(n * rows);
+      cpu_->MatMul(wv, x.data(), want.data(), n);
+      float* dx = Up(x);
+      float* dy = Up(std::vector<float>(n * rows));
+      gpu_->MatMul(wv, dx, dy, n);
+      // bf16 activations and weights, fp32 accumulation over 512 terms.
+      EXPECT_LT(RelError(Down(dy, want.size()), want), 2e-2) << DTypeName(t) << " n=" << n;
+    }
+  }
+}
+
+TEST_F(CudaOps, ArgmaxOnDeviceMatchesHost) {
+  const int64_t rows = 32, vocab = 128256;
+  auto logits = RandomFloats(rows * vocab, 11);
+  std::vector<int32_t> ids(rows);
+  CudaArgmaxRows(*gpu_, Up(logits), ids.data(), rows, vocab);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * vocab;
+    EXPECT_EQ(ids[r], std::max_element(row, row + vocab) - row) << "row " << r;
+  }
+}
+
+// One attention case: sequences with (new tokens, cached tokens before them), random page
+// order, random log-weights with some -inf (merge-reduce padding).
+struct AttnCase {
+  int64_t page_size, head_dim, group;
+  std::vector<std::pair<int32_t, int32_t>> seqs;  // (n_q, prefix)
+  double tol;
+};
+
+void RunAttention(Backend& cpu, Backend& gpu, const AttnCase& c, uint32_t seed,
+                  std::function<float*(const std::vector<float>&)> up,
+                  std::function<std::vector<float>(const float*, size_t)> down) {
+  const int64_t n_kv = 2, n_heads = n_kv * c.group, hd = c.head_dim, ps = c.page_size;
+  std::vector<int32_t> q_indptr = {0}, page_indptr = {0}, page_indices, kv_len;
+  int64_t total_pages = 0;
+  for (auto [nq, prefix] : c.seqs) total_pages += (nq + prefix + ps - 1) / ps;
+  std::vector<int32_t> order(static_cast<size_t>(total_pages));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  size_t next = 0;
+  for (auto [nq, prefix] : c.seqs) {
+    q_indptr.push_back(q_indptr.back() + nq);
+    kv_len.push_back(nq + prefix);
+    for (int64_t p = 0; p < (nq + prefix + ps - 1) / ps; ++p) page_indices.push_back(order[next++]);
+    page_indptr.push_back(static_cast<int32_t>(page_indices.size()));
+  }
+  const int64_t n_tok = q_indptr.back();
+  const int64_t kv_floats = total_pages * ps * n_kv * hd;
+  // The cache before this step: random K/V and log-weights; then WriteKv adds the new rows.
+  auto k_pages = RandomFloats(kv_floats, seed + 1), v_pages = RandomFloats(kv_floats, seed + 2);
+  auto log_w = RandomFloats(total_pages * ps * n_kv, seed + 3, 2.0f);
+  for (size_t i = 0; i < log_w.size(); i += 7) log_w[i] = -std::numeric_limits<float>::infinity();
+  auto q = RandomFloats(n_tok * n_heads * hd, seed + 4), k = RandomFloats(n_tok * n_kv * hd, seed + 5),
+       v = RandomFloats(n_tok * n_kv * hd, seed + 6);
+  const AttentionBatch batch{static_cast<int32_t>(c.seqs.size()), q_indptr.data(), page_indptr.data(),
+                             page_indices.data(), kv_len.data()};
+  const AttentionShape shape{n_heads, 1.0f / std::sqrt(static_cast<float>(hd))};
+
+  PagedKv host{k_pages.data(), v_pages.data(), log_w.data(), ps, n_kv, hd};
+  PagedKv dev{up(k_pages), up(v_pages), up(log_w), ps, n_kv, hd};
+  std::vector<float> want(n_tok * n_heads * hd);
+  cpu.WriteKv(host, batch, k.data(), v.data());
+  cpu.Attention(host, batch, shape, q.data(), want.data());
+  float* dout = up(std::vector<float>(want.size()));
+  gpu.WriteKv(dev, batch, up(k), up(v));
+  gpu.Attention(dev, batch, shape, up(q), dout);
+  EXPECT_EQ(down(dev.k, k_pages.size()), k_pages) << "WriteKv K";
+  EXPECT_EQ(down(dev.log_w, log_w.size()), log_w) << "WriteKv log_w";
+  std::string desc = "page_size " + std::to_string(ps) + " head_dim " + std::to_string(hd) + " group " +
+                     std::to_string(c.group) + " seqs";
+  for (auto [nq, prefix] : c.seqs) desc += " (" + std::to_string(nq) + "+" + std::to_string(prefix) + ")";
+  EXPECT_LT(RelError(down(dout, want.size()), want), c.tol) << desc;
+}
+
+TEST_F(CudaOps, PagedAttentionSweep) {
+  auto up = [&](const std::vector<float>& h) { return Up(h); };
+  auto down = [&](const float* p, size_t n) { return Down(p, n); };
+  uint32_t seed = 100;
+  for (int64_t ps : {16, 32, 64}) {
+    for (int64_t hd : {64, 128}) {
+      for (int64_t group : {1, 4, 8}) {
+        // Decode (flash-decoding, fp32): batch of variable lengths, 1 to 32K.
+        RunAttention(*cpu_, *gpu_, {ps, hd, group, {{1, 0}, {1, 16}, {1, 999}, {1, 5000}, {1, 32767}}, 2e-4},
+                     seed++, up, down);
+        // Prefill (bf16 tensor cores): a chunk after a paged prefix, a first chunk, and a mixed batch.
+        RunAttention(*cpu_, *gpu_, {ps, hd, group, {{300, 0}, {130, 2000}}, 2e-2}, seed++, up, down);
+        RunAttention(*cpu_, *gpu_, {ps, hd, group, {{1, 700}, {77, 40}, {1, 3}, {9, 0}}, 2e-2}, seed++, up,
+                     down);
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, PagedAttentionLongPrefillAndOddShapes) {
+  auto up = [&](const std::vector<float>& h) { return Up(h); };
+  auto down = [&](const float* p, size_t n) { return Down(p, n); };
+  // A 1K chunk at the end of a 31K prefix (32K total).
+  RunAttention(*cpu_, *gpu_, {16, 128, 4, {{1024, 31 * 1024}}, 2e-2}, 7, up, down);
+  // SmolLM2's group of 3, random:tiny's head_dim 16 (the generic kernel), group 5 (generic).
+  RunAttention(*cpu_, *gpu_, {16, 64, 3, {{1, 1000}, {40, 100}}, 2e-2}, 8, up, down);
+  RunAttention(*cpu_, *gpu_, {16, 16, 2, {{1, 1000}, {40, 100}}, 2e-4}, 9, up, down);
+  RunAttention(*cpu_, *gpu_, {32, 128, 5, {{1, 3000}, {20, 10}}, 2e-4}, 10, up, down);
+}
+
+// Greedy generation on both backends. The CUDA path runs bf16 GEMMs, so two tokens whose
+// logits nearly tie may swap; a divergence passes only when the CPU logits of the two tokens
+// differ by less than 2% of the row's range.
+void CompareGreedy(const Model& model, const std::vector<int32_t>& prompt, int32_t n_new) {
+  auto tokenizer = Tokenizer::Create(model.tokenizer);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  GenerationOptions o;
+  o.max_new_tokens = n_new;
+  o.ignore_eos = true;
+  o.prefill_chunk = 64;
+  auto cpu = MakeCpuBackend();
+  auto gpu = MakeCudaBackend(0);
+  auto a = Generate(model, *tokenizer, *cpu, prompt, o, {}, /*keep_logits=*/true);
+  auto b = Generate(model, *tokenizer, *gpu, prompt, o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  size_t same = 0;
+  while (same < a->tokens.size() && same < b->tokens.size() && a->tokens[same] == b->tokens[same]) ++same;
+  std::printf("greedy %s: %zu of %zu tokens identical (cpu prefill %.3f s, cuda prefill %.3f s)\n",
+              model.source.c_str(), same, a->tokens.size(), a->prefill_seconds, b->prefill_seconds);
+  if (same < a->tokens.size()) {
+    const std::vector<float>& row = a->step_logits[same];
+    const auto [lo, hi] = std::minmax_element(row.begin(), row.end());
+    const float margin = row[a->tokens[same]] - row[b->tokens[same]];
+    EXPECT_LT(margin, 0.02f * (*hi - *lo)) << "first divergence at token " << same << " is not a near-tie";
+  }
+}
+
+TEST_F(CudaOps, GreedyGenerationRandomTiny) {
+  auto model = MakeRandomModel("tiny", 1);
+  ASSERT_TRUE(model.ok());
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 200; ++i) prompt.push_back((i * 37 + 5) % 500);
+  CompareGreedy(*model, prompt, 48);
+}
+
+TEST_F(CudaOps, GreedyGenerationSmolLM2) {
+  const char* path = std::getenv("KVSERVE_SMOLLM2_GGUF");
+  if (!path || !std::filesystem::exists(path)) {
+    GTEST_SKIP() << "SmolLM2 model file not found (" << (path ? path : "KVSERVE_SMOLLM2_GGUF unset")
+                 << "); run scripts/fetch-model.sh";
+  }
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto tokenizer = Tokenizer::Create(model->tokenizer);
+  ASSERT_TRUE(tokenizer.ok());
+  std::vector<int32_t> prompt = tokenizer->Encode(
+      "The history of the city begins in the early medieval period, when a small settlement grew up", true, true);
+  CompareGreedy(*model, prompt, 32);
+}
+
+}  // namespace
+}  // namespace kvserve
