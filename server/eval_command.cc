@@ -10,7 +10,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/eval/eval_runner.h"
 #include "engine/model/chat_template.h"
@@ -122,8 +121,9 @@ absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
     int64_t v;
     if (!absl::SimpleAtoi(c, &v) || v < 1) return FlagError("contexts", c, "a context is a token count >= 1");
     if (v + after > model.config.max_context) {
-      return FlagError("contexts", c, absl::StrCat("with ", after, " tokens after it, it exceeds the model's context of ",
-                                                   model.config.max_context, " tokens"));
+      return FlagError("contexts", c,
+                       absl::StrCat("with ", after, " tokens after it, it exceeds the model's context of ",
+                                    model.config.max_context, " tokens"));
     }
     plan.contexts.push_back(v);
   }
@@ -148,7 +148,7 @@ const char* kEvalHelp =
     "  [--continuation N=64 (kl tokens after the context)] [--answer-tokens N=12 (greedy answer length)]\n"
     "  [--corpus DIR=tests/data/corpus] [--seed S=0] [--prompt-style plain|chat=plain]\n"
     "  [--page-size N=16] [--prefill-chunk N=512] [--kv-window N=64] [--first-stage-ratio R=0.5]\n"
-    "  [--pool-kernel K=5] [--sink-tokens N=4]\n"
+    "  [--pool-kernel K=5] [--sink-tokens N=4] [--verbose (a line per configuration, with its answer)]\n"
     "Each context is prefilled once with the full cache; each policy x budget compresses a copy at the\n"
     "end of the prompt. Progress goes to stderr, the markdown table and the wall time to stdout.\n";
 
@@ -158,10 +158,10 @@ int RunEval(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const std::vector<std::string> value_flags = {
-      "model",      "policies",      "budgets",  "contexts",  "tasks",       "samples",           "continuation",
-      "answer-tokens", "corpus",     "seed",     "prompt-style", "page-size", "prefill-chunk", "kv-window",
+      "model",        "policies", "budgets", "contexts",     "tasks",     "samples",       "continuation",
+      "answer-tokens", "corpus",  "seed",    "prompt-style", "page-size", "prefill-chunk", "kv-window",
       "first-stage-ratio", "pool-kernel", "sink-tokens"};
-  EVAL_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"help"}));
+  EVAL_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"help", "verbose"}));
   if (args.Flag("help")) {
     std::fputs(kEvalHelp, stderr);
     return 0;
@@ -171,6 +171,7 @@ int RunEval(int argc, char** argv) {
   EVAL_ASSIGN_OR_FAIL(model, LoadModel(*model_spec));
   EVAL_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
   EVAL_ASSIGN_OR_FAIL(plan, PlanFromArgs(args, model));
+  plan.verbose = args.Flag("verbose");
   std::unique_ptr<TextCorpus> corpus;
   if (std::find(plan.tasks.begin(), plan.tasks.end(), EvalTask::kKl) != plan.tasks.end()) {
     const std::string dir = args.Get("corpus").value_or(DefaultCorpusDir());

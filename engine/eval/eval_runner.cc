@@ -89,12 +89,20 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
       for (size_t r = 0; r < table.rows.size(); ++r) {
         absl::StatusOr<double> score = evaluator.Score(settings[r]);
         if (!score.ok()) {
-          return absl::Status(score.status().code(), absl::StrCat(table.rows[r].policy, " at budget ",
-                                                                  table.rows[r].budget, ": ", score.status().message()));
+          return absl::Status(score.status().code(),
+                              absl::StrCat(table.rows[r].policy, " at budget ", table.rows[r].budget, ": ",
+                                           score.status().message()));
         }
         table.at(r, col) += *score / static_cast<double>(plan.samples);
         ++table.configs_scored;
         if (table.rows[r].policy == "full") full_answer = evaluator.last_answer();
+        if (plan.verbose && progress) {
+          progress(absl::StrFormat("  %s %.2f: %.4f%s", table.rows[r].policy, table.rows[r].budget, *score,
+                                   column.task == EvalTask::kKl
+                                       ? ""
+                                       : absl::StrCat(" '", absl::StrReplaceAll(evaluator.last_answer(),
+                                                                                {{"\n", "\\n"}}), "'")));
+        }
       }
       if (!progress) continue;
       std::string line = absl::StrFormat("[%s@%d %d/%d] %s: prefill %.1f s (%.0f tok/s), %d configs %.1f s",

@@ -31,6 +31,7 @@ struct EvalPlan {
   CompressionSettings base;           // window, first-stage ratio, pool kernel, sinks
   int64_t page_size = 16;
   int64_t prefill_chunk = 512;
+  bool verbose = false;               // a progress line per configuration, with its answer
 };
 
 // The rows the plan asks for: full once (if asked), then each other policy x budget.

@@ -34,7 +34,8 @@ absl::StatusOr<std::vector<int32_t>> BuildHaystack(const Tokenizer& tokenizer, i
   std::vector<int64_t> boundaries = {0};
   for (size_t i = 0; static_cast<int64_t>(noise.size()) < noise_len; ++i) {
     const std::vector<int32_t>& s = sentences[i % sentences.size()];
-    const int64_t take = std::min<int64_t>(static_cast<int64_t>(s.size()), noise_len - static_cast<int64_t>(noise.size()));
+    const int64_t left = noise_len - static_cast<int64_t>(noise.size());
+    const int64_t take = std::min<int64_t>(static_cast<int64_t>(s.size()), left);
     noise.insert(noise.end(), s.begin(), s.begin() + take);
     if (take == static_cast<int64_t>(s.size())) boundaries.push_back(static_cast<int64_t>(noise.size()));
   }

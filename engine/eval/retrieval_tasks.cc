@@ -50,15 +50,14 @@ absl::StatusOr<EvalSample> BuildPasskeySample(const Tokenizer& tokenizer, const 
                                               const RetrievalSpec& r) {
   SampleRng rng(r.seed, "passkey", r.context_tokens, r.sample);
   const std::string key = Digits(rng, 5);
-  const double depth = r.n_samples > 1 ? 0.1 + 0.8 * static_cast<double>(r.sample) / static_cast<double>(r.n_samples - 1)
-                                       : 0.5;
+  const double depth =
+      r.n_samples > 1 ? 0.1 + 0.8 * static_cast<double>(r.sample) / static_cast<double>(r.n_samples - 1) : 0.5;
   const RetrievalPrompt prompt{
       "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
       "I will quiz you about the important information there.\n",
       "\nWhat is the pass key?", "The pass key is"};
-  absl::StatusOr<EvalSample> s = Assemble(
-      tokenizer, spec, r, prompt, {{absl::StrCat(" The pass key is ", key, ". Remember it. ", key, " is the pass key."), depth}},
-      "passkey");
+  const Needle needle{absl::StrCat(" The pass key is ", key, ". Remember it. ", key, " is the pass key."), depth};
+  absl::StatusOr<EvalSample> s = Assemble(tokenizer, spec, r, prompt, {needle}, "passkey");
   if (!s.ok()) return s;
   s->answer = key;
   s->source = absl::StrFormat("depth %.2f", depth);
@@ -70,7 +69,8 @@ absl::StatusOr<EvalSample> BuildMultikeySample(const Tokenizer& tokenizer, const
   SampleRng rng(r.seed, "multikey", r.context_tokens, r.sample);
   std::vector<std::string> words(std::begin(kKeyWords), std::end(kKeyWords));
   // Partial Fisher-Yates: the first kMultikeyNeedles words are a uniform draw.
-  for (int i = 0; i < kMultikeyNeedles; ++i) std::swap(words[i], words[rng.Uniform(i, static_cast<int64_t>(words.size()) - 1)]);
+  const int64_t n_words = static_cast<int64_t>(words.size());
+  for (int i = 0; i < kMultikeyNeedles; ++i) std::swap(words[i], words[rng.Uniform(i, n_words - 1)]);
   std::vector<Needle> needles;
   std::vector<std::string> values;
   for (int i = 0; i < kMultikeyNeedles; ++i) {
