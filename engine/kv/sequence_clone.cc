@@ -7,6 +7,9 @@
 namespace kvserve {
 
 absl::StatusOr<SequenceKv> CloneSequence(PagePool& pool, const SequenceKv& src) {
+  if (!pool.host_memory()) {
+    return absl::UnimplementedError("cloning a sequence whose KV pages live in device memory");
+  }
   const int64_t need = src.pages_held();
   if (need > pool.unpromised_pages()) {
     return absl::ResourceExhaustedError(absl::StrCat("cloning a sequence needs ", need, " KV pages, the pool has ",
