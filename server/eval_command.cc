@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "engine/budget/ripple_profile.h"
 #include "engine/eval/eval_runner.h"
 #include "engine/model/chat_template.h"
 #include "engine/model/model_loader.h"
@@ -67,12 +68,23 @@ absl::Status KvSettingsFromArgs(const CliArgs& a, int64_t n_layers, CompressionS
 absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
   EvalPlan plan;
   if (absl::Status st = KvSettingsFromArgs(a, model.config.n_layers, &plan.base); !st.ok()) return st;
+  // Rows named policy@ripple use this profile (refused when made for another model).
+  if (auto path = a.Get("ripple-profile")) {
+    auto profile = LoadRippleProfile(*path);
+    if (!profile.ok()) return profile.status();
+    if (absl::Status st = CheckProfileMatchesModel(*profile, model); !st.ok()) return st;
+    plan.base.ripple = std::make_shared<const RippleProfile>(*std::move(profile));
+  }
+  auto r = a.GetDouble("ripple-r", plan.base.ripple_params.r), gamma = a.GetDouble("ripple-gamma", plan.base.ripple_params.gamma);
+  if (!r.ok()) return r.status();
+  if (!gamma.ok()) return gamma.status();
+  plan.base.ripple_params = {*r, *gamma};
 
   auto policies = ListFlag(a, "policies", "full,streaming,snapkv,pyramid,criticalkv");
   if (!policies.ok()) return policies.status();
   for (const std::string& p : *policies) {
     CompressionSettings s = plan.base;
-    s.policy = p;
+    ApplyPolicySpec(p, &s);
     if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) {
       return FlagError("policies", p, std::string(st.message()));
     }
@@ -143,7 +155,9 @@ absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
 
 const char* kEvalHelp =
     "kvserve eval --model PATH|random:PRESET\n"
-    "  [--policies full,streaming,snapkv,pyramid,criticalkv] [--budgets 0.1,0.2,0.3 (fractions of the context)]\n"
+    "  [--policies full,streaming,snapkv,pyramid,criticalkv] (POLICY@PLAN picks a budget plan per row:\n"
+    "  snapkv@ripple, criticalkv@pyramid) [--ripple-profile PROFILE.json --ripple-r 8 --ripple-gamma 4]\n"
+    "  [--budgets 0.1,0.2,0.3 (fractions of the context)]\n"
     "  [--contexts 2048,4096,7500 (tokens)] [--tasks kl,passkey,multikey] [--samples N=3]\n"
     "  [--continuation N=64 (kl tokens after the context)] [--answer-tokens N=12 (greedy answer length)]\n"
     "  [--corpus DIR=tests/data/corpus] [--seed S=0] [--prompt-style plain|chat=plain]\n"
@@ -160,7 +174,7 @@ int RunEval(int argc, char** argv) {
   const std::vector<std::string> value_flags = {
       "model",        "policies", "budgets", "contexts",     "tasks",     "samples",       "continuation",
       "answer-tokens", "corpus",  "seed",    "prompt-style", "page-size", "prefill-chunk", "kv-window",
-      "first-stage-ratio", "pool-kernel", "sink-tokens"};
+      "first-stage-ratio", "pool-kernel", "sink-tokens", "ripple-profile", "ripple-r", "ripple-gamma"};
   EVAL_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"help", "verbose"}));
   if (args.Flag("help")) {
     std::fputs(kEvalHelp, stderr);

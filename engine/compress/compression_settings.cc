@@ -42,6 +42,12 @@ int64_t ReduceProtectedDims(const CompressionSettings& s) {
   return s.reduce_protected_dims > 0 ? s.reduce_protected_dims : kDefaultProtectedDims;
 }
 
+void ApplyPolicySpec(std::string_view spec, CompressionSettings* s) {
+  const size_t at = spec.find('@');
+  s->policy = std::string(spec.substr(0, at));
+  if (at != std::string_view::npos) s->plan = std::string(spec.substr(at + 1));
+}
+
 absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n_layers) {
   if (!KnownPolicy(s.policy)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown KV policy '", s.policy,

@@ -48,6 +48,10 @@ bool IsMergeReducePolicy(std::string_view policy);
 // The protected directions a mergereduce:cluster request uses (the default resolved).
 int64_t ReduceProtectedDims(const CompressionSettings& s);
 
+// "snapkv" sets the policy; "criticalkv@ripple" also sets the budget plan (how eval names
+// a policy x plan row).
+void ApplyPolicySpec(std::string_view spec, CompressionSettings* s);
+
 // INVALID_ARGUMENT naming the field and value.
 absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n_layers);
 

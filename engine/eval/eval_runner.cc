@@ -64,7 +64,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
   std::vector<CompressionSettings> settings;
   for (const EvalRow& row : table.rows) {
     CompressionSettings s = plan.base;
-    s.policy = row.policy;
+    ApplyPolicySpec(row.policy, &s);
     s.budget = row.budget;
     if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) return st;
     settings.push_back(s);
