@@ -110,7 +110,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   r->set_eos_token_id(ctx->tokenizer.eos_id());
   r->set_kv_page_size(ctx->options.page_size);
   r->set_kv_pages_total(ctx->kv_pages_total);
-  for (const char* p : kKvPolicies) r->add_kv_policies(p);
+  for (const std::string& p : KvPolicyNames()) r->add_kv_policies(p);
   const CompressionSettings& kv = ctx->kv_defaults;
   r->set_default_kv_policy(kv.policy);
   r->set_default_kv_budget(kv.budget);

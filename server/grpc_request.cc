@@ -7,12 +7,18 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/model/chat_template.h"
 #include "engine/model/sampling_params.h"
 
 namespace kvserve {
 
-const char* const kKvPolicies[5] = {"full", "streaming", "snapkv", "criticalkv", "pyramid"};
+const std::vector<std::string>& KvPolicyNames() {
+  static const std::vector<std::string> names = {"full",    "streaming",          "snapkv",
+                                                 "criticalkv", "pyramid",      "mergereduce:random",
+                                                 "mergereduce:cluster"};
+  return names;
+}
 
 namespace {
 
@@ -69,9 +75,9 @@ absl::StatusOr<SamplingParams> Sampling(const ServeContext& ctx, const v1::Sampl
 }
 
 absl::Status CheckKv(const ServeContext& ctx, const v1::KvCacheParams& kv) {
-  if (!kv.policy().empty() && !OneOf(kv.policy(), {kKvPolicies[0], kKvPolicies[1], kKvPolicies[2], kKvPolicies[3],
-                                                   kKvPolicies[4]})) {
-    return Bad("kv.policy '", kv.policy(), "' is unknown; use full, streaming, snapkv, criticalkv or pyramid");
+  const std::vector<std::string>& policies = KvPolicyNames();
+  if (!kv.policy().empty() && std::find(policies.begin(), policies.end(), kv.policy()) == policies.end()) {
+    return Bad("kv.policy '", kv.policy(), "' is unknown; use one of ", absl::StrJoin(policies, ", "));
   }
   if (kv.has_budget()) {
     const double b = kv.budget();
@@ -101,6 +107,9 @@ absl::Status CheckKv(const ServeContext& ctx, const v1::KvCacheParams& kv) {
   if (kv.has_window() && kv.window() < 1) return Bad("kv.window must be >= 1, got ", kv.window());
   if (kv.has_pool_kernel() && (kv.pool_kernel() < 1 || kv.pool_kernel() % 2 == 0)) {
     return Bad("kv.pool_kernel must be odd and >= 1, got ", kv.pool_kernel());
+  }
+  if (kv.has_reduce_protected_dims() && kv.reduce_protected_dims() < 1) {
+    return Bad("kv.reduce_protected_dims must be >= 1, got ", kv.reduce_protected_dims());
   }
   return absl::OkStatus();
 }
@@ -203,6 +212,7 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
     r.kv_window = kv.has_window() ? kv.window() : 0;
     r.kv_pool_kernel = kv.has_pool_kernel() ? kv.pool_kernel() : 0;
     r.layer_quota.assign(kv.layer_budgets().begin(), kv.layer_budgets().end());
+    r.kv_reduce_protected_dims = kv.has_reduce_protected_dims() ? kv.reduce_protected_dims() : 0;
     out.push_back(std::move(r));
   }
   return out;

@@ -14,7 +14,7 @@
 namespace kvserve {
 
 // The KV policies a request may name ("" = the server default).
-extern const char* const kKvPolicies[5];
+const std::vector<std::string>& KvPolicyNames();
 
 // One EngineRequest per prompt (sinks unset). INVALID_ARGUMENT names the field and value;
 // UNIMPLEMENTED for features the engine lacks (logprobs).

@@ -2,6 +2,8 @@
 // minutes for a 128K-token prompt; token buckets reach 256K.
 #include "server/metrics.h"
 
+#include "server/grpc_request.h"
+
 #include <string>
 #include <vector>
 
@@ -30,7 +32,6 @@ const Histogram::BucketBoundaries kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 
 const char* const kFinishReasons[] = {"length", "eos", "stop_sequence", "stop_token", "cancelled", "error"};
 const char* const kRejectReasons[] = {"invalid_argument", "queue_full", "too_large", "draining", "loading",
                                       "unimplemented"};
-const char* const kPolicies[] = {"full", "streaming", "snapkv", "criticalkv", "pyramid"};
 
 template <typename T>
 T& One(prometheus::Family<T>& family, auto&&... args) {
@@ -98,7 +99,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r)
   // Every label value exists from the start, so dashboards and rate() see zeros, not gaps.
   for (const char* f : kFinishReasons) finished_.Add({{"finish_reason", f}});
   for (const char* f : kRejectReasons) rejected_.Add({{"reason", f}});
-  for (const char* p : kPolicies) evicted_.Add({{"policy", p}});
+  for (const std::string& p : KvPolicyNames()) evicted_.Add({{"policy", p}});
 }
 
 void ServerMetrics::ObserveRequest(const RequestOutcome& o) {

@@ -163,7 +163,7 @@ TEST(GrpcE2eTest, TokenizeDetokenizeAndModelInfo) {
   EXPECT_EQ(info.max_context(), 8192);
   EXPECT_EQ(info.trained_context(), 4096);
   EXPECT_GT(info.kv_pages_total(), 0);
-  EXPECT_EQ(info.kv_policies_size(), 5);
+  EXPECT_GE(info.kv_policies_size(), 5);
 }
 
 TEST(GrpcE2eTest, KvctlGeneratesAndReportsHealth) {
