@@ -17,10 +17,10 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "kernels/backend.h"
-#include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "server/grpc_generation_service.h"
 #include "server/metrics.h"
+#include "server/metrics_http.h"
 #include "server/metrics_state_collector.h"
 #include "server/kv_flags.h"
 #include "server/serve_options.h"
@@ -146,17 +146,14 @@ int RunServe(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   ServerMetrics metrics(*registry);
   auto collector = std::make_shared<EngineStateCollector>();
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<MetricsHttpServer> metrics_http;
   int metrics_port = -1;
   if (o.metrics_port >= 0) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(absl::StrCat(o.metrics_host, ":", o.metrics_port));
-    } catch (const std::exception& e) {
-      return Fail(absl::UnavailableError(absl::StrCat("--metrics-port ", o.metrics_port, ": ", e.what())));
-    }
-    exposer->RegisterCollectable(registry);
-    exposer->RegisterCollectable(collector);
-    metrics_port = exposer->GetListeningPorts().front();
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
+        MetricsHttpServer::Start(o.metrics_host, o.metrics_port, {registry, collector});
+    if (!started.ok()) return Fail(started.status());
+    metrics_http = *std::move(started);
+    metrics_port = metrics_http->port();
   }
 
   GenerationService service;

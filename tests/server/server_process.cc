@@ -52,8 +52,14 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
     execv(argv[0], argv.data());
     _exit(127);
   }
+  bool exited = false;
   const bool ports = WaitFor(
       [&] {
+        // A server that failed at start-up (bad flag, port in use) ends the wait at once.
+        if (waitpid(s->pid_, nullptr, WNOHANG) == s->pid_) {
+          exited = s->exited_ = true;
+          return true;
+        }
         std::ifstream in(port_file);
         std::string line;
         while (std::getline(in, line)) {
@@ -63,7 +69,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
         return s->grpc_port_ > 0;
       },
       std::chrono::seconds(120));
-  if (!ports || !WaitFor([&] { return s->Health() == "SERVING"; }, std::chrono::seconds(120))) {
+  if (!ports || exited || !WaitFor([&] { return s->Health() == "SERVING"; }, std::chrono::seconds(120))) {
     ADD_FAILURE() << "kvserve serve did not become SERVING; its log:\n" << s->Log();
     return nullptr;
   }
