@@ -58,7 +58,9 @@ class RippleProfileTest : public ::testing::Test {
     auto m = MakeRandomModel("tiny", 1);
     ASSERT_TRUE(m.ok());
     model_ = std::make_unique<Model>(*std::move(m));
-    path_ = ::testing::TempDir() + "/ripple_profile_test.json";
+    // One file per test: ctest runs the tests of this fixture in parallel processes.
+    path_ = ::testing::TempDir() + "/ripple_profile_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json";
   }
   RippleProfile Sample() const {
     RippleProfile p;
