@@ -11,6 +11,8 @@
 #include "engine/model/tokenizer.h"
 #include "tests/test_paths.h"
 #include "engine/compress/compression_settings.h"
+#include "engine/compress/sequence_compressor.h"
+#include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
 
@@ -236,6 +238,50 @@ TEST(RippleValidationTest, LayerDamageIsFiniteAndGrowsAsTheLayerKeepsLess) {
     EXPECT_TRUE(std::isfinite((*harsh)[l]));
     EXPECT_GT((*harsh)[l], (*mild)[l]) << "layer " << l;
   }
+}
+
+}  // namespace
+}  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+TEST(RipplePagesTest, PagesPerLayerFollowThePlanInThePoolAndInAdmission) {
+  auto model = MakeRandomModel("tiny", 6);
+  ASSERT_TRUE(model.ok());
+  const ModelConfig& c = model->config;
+  auto profile = std::make_shared<RippleProfile>();
+  profile->n_layers = c.n_layers;
+  profile->sensitivity = {0.0, 1.0};  // layer 1 is the sensitive one
+  CompressionSettings s;
+  s.policy = "snapkv";
+  s.plan = "ripple";
+  s.ripple = profile;
+  s.ripple_params = {4, 4};
+  s.budget = 64;
+  s.window = 8;
+  const int64_t ps = 16, prompt_len = 300;
+  auto comp = SequenceCompressor::Create(*model, s, prompt_len, 8, ps, 512);
+  ASSERT_TRUE(comp.ok()) << comp.status();
+  // Weights 1 and 4: 8 pages split 1.6 / 6.4 -> 2 and 6 pages.
+  ASSERT_EQ((*comp)->quotas(), (std::vector<int64_t>{32, 96}));
+  // Admission: decode peak is quota + one page per layer.
+  EXPECT_EQ((*comp)->DecodePeakPages(), (32 + 16) / 16 + (96 + 16) / 16);
+
+  auto backend = MakeCpuBackend();
+  PagePool pool({(*comp)->PeakPages(), ps, c.n_kv_heads, c.head_dim});
+  SequenceKv seq(c.n_layers);
+  LlamaForward fwd(*model, *backend, pool);
+  std::vector<int32_t> prompt;
+  for (int64_t i = 0; i < prompt_len; ++i) prompt.push_back(static_cast<int32_t>((i * 13 + 5) % 500));
+  std::vector<float> logits;
+  ForwardRequest req{prompt, 0, &seq, false, (*comp)->window()};
+  ASSERT_TRUE(fwd.Step({&req, 1}, &logits).ok());
+  ASSERT_TRUE((*comp)->AfterStep(*backend, pool, seq, true).ok());
+  EXPECT_EQ(seq.layer_pages[0].size(), 2u);
+  EXPECT_EQ(seq.layer_pages[1].size(), 6u);
+  EXPECT_EQ(pool.stats().pages_used, 8);
+  seq.Release(pool);
 }
 
 }  // namespace
