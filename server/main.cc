@@ -1,4 +1,4 @@
-// The kvserve binary: subcommands generate, tokenize (and serve, once the gRPC server lands).
+// The kvserve binary: subcommands generate, tokenize, bench and serve (the gRPC server).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -7,9 +7,9 @@ namespace kvserve {
 int RunGenerate(int argc, char** argv);
 int RunTokenize(int argc, char** argv);
 int RunBench(int argc, char** argv);
-int RunServe(int argc, char** argv);
 int RunEval(int argc, char** argv);
 int RunProfile(int argc, char** argv);
+int RunServe(int argc, char** argv);
 }  // namespace kvserve
 
 namespace {
@@ -39,9 +39,9 @@ int main(int argc, char** argv) {
   if (cmd == "generate") return kvserve::RunGenerate(argc - 1, argv + 1);
   if (cmd == "tokenize") return kvserve::RunTokenize(argc - 1, argv + 1);
   if (cmd == "bench") return kvserve::RunBench(argc - 1, argv + 1);
-  if (cmd == "serve") return kvserve::RunServe(argc - 1, argv + 1);
   if (cmd == "eval") return kvserve::RunEval(argc - 1, argv + 1);
   if (cmd == "profile") return kvserve::RunProfile(argc - 1, argv + 1);
+  if (cmd == "serve") return kvserve::RunServe(argc - 1, argv + 1);
   std::fprintf(stderr, "kvserve: unknown command '%s'\n", cmd.c_str());
   PrintUsage();
   return 2;
