@@ -31,6 +31,18 @@ v1::FinishReason ToProtoFinishReason(FinishReason r) {
   return v1::FINISH_REASON_ERROR;
 }
 
+bool ToProtoLogprobs(const StreamEvent& e, v1::TokenLogprobs* out) {
+  if (e.token < 0 || e.top_logprobs.empty()) return false;
+  out->set_token_id(e.token);
+  out->set_logprob(e.logprob);
+  for (const auto& [id, lp] : e.top_logprobs) {
+    v1::TopLogprob* t = out->add_top();
+    t->set_token_id(id);
+    t->set_logprob(lp);
+  }
+  return true;
+}
+
 PromptRun::PromptRun(Clock::time_point arrival, int64_t prompt_tokens, std::string kv_policy, int64_t n_layers)
     : arrival_(arrival), submitted_(arrival), prompt_tokens_(prompt_tokens), kv_policy_(std::move(kv_policy)),
       n_layers_(n_layers) {}
@@ -40,6 +52,8 @@ void PromptRun::OnToken(const StreamEvent& e) {
     last_token_ = Clock::now();
     if (tokens_.empty()) first_token_ = last_token_;
     tokens_.push_back(e.token);
+    v1::TokenLogprobs lp;
+    if (ToProtoLogprobs(e, &lp)) logprobs_.push_back(std::move(lp));
   }
   text_ += e.text;
 }
@@ -57,6 +71,7 @@ void PromptRun::Finish(const StreamEvent& e, bool with_output, ServerMetrics& me
   if (with_output) {
     out->mutable_token_ids()->Assign(tokens_.begin(), tokens_.end());
     out->set_text(text_);
+    for (const v1::TokenLogprobs& lp : logprobs_) *out->add_logprobs() = lp;
   }
   v1::Usage* u = out->mutable_usage();
   u->set_prompt_tokens(prompt_tokens_);

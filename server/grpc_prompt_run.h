@@ -36,10 +36,14 @@ class PromptRun {
   std::string kv_policy_;
   int64_t n_layers_;
   std::vector<int32_t> tokens_;
+  std::vector<v1::TokenLogprobs> logprobs_;  // one per token when the request asked for them
   std::string text_;
   bool finished_ = false;
 };
 
 v1::FinishReason ToProtoFinishReason(FinishReason r);
+
+// The event's token logprobs as the API reports them; false when the event carries none.
+bool ToProtoLogprobs(const StreamEvent& e, v1::TokenLogprobs* out);
 
 }  // namespace kvserve

@@ -174,9 +174,6 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
     }
   }
   if (absl::Status st = CheckKv(ctx, req.kv()); !st.ok()) return st;
-  if (req.logprobs().top_logprobs() > 0) {
-    return absl::UnimplementedError("logprobs.top_logprobs > 0: the engine does not report logprobs yet");
-  }
 
   std::vector<EngineRequest> out;
   out.reserve(n);
@@ -203,6 +200,7 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
     r.stop_sequences.assign(stop.stop_sequences().begin(), stop.stop_sequences().end());
     r.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
     r.ignore_eos = stop.ignore_eos();
+    r.top_logprobs = static_cast<int32_t>(req.logprobs().top_logprobs());
     const v1::KvCacheParams& kv = req.kv();
     r.kv_policy = kv.policy();
     r.kv_budget = kv.has_budget() ? kv.budget() : 0;

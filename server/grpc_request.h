@@ -17,7 +17,8 @@ namespace kvserve {
 const std::vector<std::string>& KvPolicyNames();
 
 // One EngineRequest per prompt (sinks unset). INVALID_ARGUMENT names the field and value;
-// UNIMPLEMENTED for features the engine lacks (logprobs).
+// (Logprobs: top_logprobs > 0 makes every generated token carry its log-probability and
+// the top-n alternatives.)
 absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContext& ctx,
                                                                const v1::GenerateRequest& req, bool streaming);
 

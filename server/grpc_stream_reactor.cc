@@ -28,6 +28,7 @@ struct StreamState {
   PromptRun run;
   std::string request_id;
   std::vector<int32_t> pending_tokens;  // output not yet written
+  std::vector<v1::TokenLogprobs> pending_logprobs;
   std::string pending_text;
   std::optional<v1::Completion> final_completion;  // the report, sent after all chunks
   bool ready = false;          // the constructor has finished submitting
@@ -54,6 +55,8 @@ struct StreamState {
       msg.set_request_id(request_id);
       v1::StreamChunk* c = msg.mutable_chunk();
       c->mutable_token_ids()->Assign(pending_tokens.begin(), pending_tokens.end());
+      for (v1::TokenLogprobs& lp : pending_logprobs) *c->add_logprobs() = std::move(lp);
+      pending_logprobs.clear();
       c->set_text(std::move(pending_text));
       pending_tokens.clear();
       pending_text.clear();
@@ -117,6 +120,8 @@ class StreamReactor : public Reactor {
         if (!e.finished) {
           s->run.OnToken(e);
           if (e.token >= 0) s->pending_tokens.push_back(e.token);
+          v1::TokenLogprobs lp;
+          if (ToProtoLogprobs(e, &lp)) s->pending_logprobs.push_back(std::move(lp));
           s->pending_text += e.text;
         } else {
           // Trailing text goes out as a last chunk; the complete message is the report.

@@ -85,7 +85,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r)
                            .Register(r))),
       evicted_(prometheus::BuildCounter()
                    .Name("kvserve_kv_entries_evicted_total")
-                   .Help("KV entries (summed over layers and KV heads) dropped by compression, by policy.")
+                   .Help("KV slots (summed over layers) dropped by compression, by policy.")
                    .Register(r)),
       step_duration_(HistFamily(r, "kvserve_step_duration_seconds",
                                 "Seconds per engine step, by phase (a step with any prefill chunk is prefill).")),

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,6 +22,11 @@ struct StreamEvent {
   bool finished = false;   // the last event of the request
   FinishReason finish_reason = FinishReason::kLength;  // valid when finished and status ok
   absl::Status status;     // CANCELLED after Abort, another error if the step failed
+  // With EngineRequest::top_logprobs > 0, on token events: the token's log-probability under
+  // the model's distribution (log-softmax of the raw logits, before sampling parameters),
+  // and the top_logprobs most likely (token, log-probability) pairs, best first.
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top_logprobs;
   // On the final event: what the request's KV cache cost. Filled by the scheduler.
   int64_t kv_tokens_kept = 0;      // KV entries (summed over layers) held at the end
   int64_t kv_entries_evicted = 0;  // KV slots (summed over layers) dropped by compression
@@ -41,6 +47,7 @@ struct EngineRequest {
   std::vector<std::string> stop_sequences;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  int32_t top_logprobs = 0;              // > 0: token events carry logprobs (see StreamEvent)
   // KV compression. Empty / zero fields take the server-wide defaults (SchedulerConfig).
   std::string kv_policy;                 // full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster
   double kv_budget = 0;                  // fraction of the prompt (<= 1) or tokens (> 1); 0 = default

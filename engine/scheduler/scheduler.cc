@@ -2,6 +2,7 @@
 #include "engine/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "engine/compress/sequence_compressor.h"
@@ -83,6 +84,10 @@ absl::Status Scheduler::Validate(const EngineRequest& r, int64_t peak_pages) con
       return absl::InvalidArgumentError(
           absl::StrCat("prompt token id ", t, " is outside the vocabulary [0, ", model_.config.vocab_size, ")"));
     }
+  }
+  if (r.top_logprobs < 0 || r.top_logprobs > model_.config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("top_logprobs must be in [0, ", model_.config.vocab_size, "], got ",
+                                                   r.top_logprobs));
   }
   if (!r.layer_quota.empty() && static_cast<int64_t>(r.layer_quota.size()) != model_.config.n_layers) {
     return absl::InvalidArgumentError(absl::StrCat("layer_quota has ", r.layer_quota.size(),
@@ -169,10 +174,11 @@ void Scheduler::AbortAll() {
   running_.clear();
 }
 
-void Scheduler::Emit(Sequence& s, int32_t token, std::string text) {
+void Scheduler::Emit(Sequence& s, int32_t token, std::string text, absl::Span<const float> logits) {
   StreamEvent e;
   e.token = token;
   e.text = std::move(text);
+  if (s.request.top_logprobs > 0 && !logits.empty()) TokenLogprobs(logits, token, s.request.top_logprobs, &e);
   deliveries_.push_back({s.sink, std::move(e)});
 }
 
@@ -205,6 +211,23 @@ void Scheduler::Fail(Sequence& s, const absl::Status& status) {
   s.done = true;
 }
 
+void TokenLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n, StreamEvent* e) {
+  double mx = logits[0];
+  for (float x : logits) mx = std::max(mx, static_cast<double>(x));
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+  const double lse = mx + std::log(sum);
+  e->logprob = static_cast<float>(logits[token] - lse);
+  const int32_t n = std::min<int32_t>(top_n, static_cast<int32_t>(logits.size()));
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  e->top_logprobs.clear();
+  for (int32_t i = 0; i < n; ++i) e->top_logprobs.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - lse));
+}
+
 void Scheduler::FillUsage(const Sequence& s, StreamEvent* e) const {
   for (int64_t len : s.kv.layer_len) e->kv_tokens_kept += len;
   if (s.compressor) e->kv_entries_evicted = s.compressor->stats().evicted_slots;
@@ -231,12 +254,12 @@ bool Scheduler::Advance(Sequence& s, absl::Span<const float> logits) {
   s.history.push_back(id);
   ++s.generated;
   if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), id) != r.stop_token_ids.end()) {
-    Emit(s, id, "");
+    Emit(s, id, "", logits);
     Finish(s, FinishReason::kStopToken, true);
     return true;
   }
   StopMatcher::Result m = s.stops.Push(s.detok.Push(id));
-  Emit(s, id, std::move(m.emit));
+  Emit(s, id, std::move(m.emit), logits);
   if (m.stopped) {
     Finish(s, FinishReason::kStopSequence, false);
     return true;

@@ -27,6 +27,9 @@ struct SchedulerConfig {
   CompressionSettings kv_defaults;  // what a request's empty KV fields fall back to
 };
 
+// Fills e->logprob and e->top_logprobs (top_n best) from one row of raw logits.
+void TokenLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n, StreamEvent* e);
+
 // The request's KV fields over the server-wide defaults.
 CompressionSettings CompressionFor(const EngineRequest& r, const CompressionSettings& defaults);
 
@@ -84,7 +87,7 @@ class Scheduler {
   bool Advance(Sequence& s, absl::Span<const float> logits);
   void Finish(Sequence& s, FinishReason reason, bool flush);
   void Fail(Sequence& s, const absl::Status& status);
-  void Emit(Sequence& s, int32_t token, std::string text);
+  void Emit(Sequence& s, int32_t token, std::string text, absl::Span<const float> logits = {});
 
   const Model& model_;
   const Tokenizer& tokenizer_;

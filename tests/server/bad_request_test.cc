@@ -68,8 +68,6 @@ std::vector<BadCase> Cases() {
       {"stop_token_outside_vocab", [](R& r) { r.mutable_stopping()->add_stop_token_ids(100000); }, kInvalid,
        "stopping.stop_token_ids[0] = 100000"},
       {"too_many_logprobs", [](R& r) { r.mutable_logprobs()->set_top_logprobs(50); }, kInvalid, "top_logprobs"},
-      {"logprobs_unimplemented", [](R& r) { r.mutable_logprobs()->set_top_logprobs(5); },
-       grpc::StatusCode::UNIMPLEMENTED, "logprobs"},
       {"chat_without_template", [](R& r) {
          r.mutable_prompts(0)->clear_text();
          auto* m = r.mutable_prompts(0)->add_messages();

@@ -1,5 +1,6 @@
 // End to end over loopback: concurrent streaming and unary calls give exactly what
 // `kvserve generate` prints for the same prompt and settings; tokenizer and info methods.
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,6 +132,53 @@ TEST(GrpcE2eTest, OneUnaryCallBatchesManyPromptsInOrder) {
     EXPECT_EQ(resp.completions(i).index(), i);
     EXPECT_EQ(resp.completions(i).text(), CliOutput(greedy)) << "prompt " << i;
   }
+}
+
+TEST(GrpcE2eTest, LogprobsComeWithEveryTokenUnaryAndStreamed) {
+  auto server = ServerProcess::Start();
+  ASSERT_NE(server, nullptr);
+  Case greedy = kCases[0];
+  greedy.temperature = 0;
+  greedy.seed = 0;
+  v1::GenerateRequest req = Request(greedy);
+  req.mutable_logprobs()->set_top_logprobs(3);
+  auto stub = v1::Generation::NewStub(server->Channel());
+  auto check = [&](const google::protobuf::RepeatedField<int32_t>& ids,
+                   const google::protobuf::RepeatedPtrField<v1::TokenLogprobs>& lps, const char* what) {
+    ASSERT_EQ(lps.size(), ids.size()) << what;
+    for (int t = 0; t < lps.size(); ++t) {
+      const v1::TokenLogprobs& lp = lps[t];
+      EXPECT_EQ(lp.token_id(), ids[t]) << what;
+      ASSERT_EQ(lp.top_size(), 3) << what;
+      // Greedy: the chosen token is the most likely one, and the list is sorted.
+      EXPECT_EQ(lp.top(0).token_id(), ids[t]) << what << " token " << t;
+      EXPECT_FLOAT_EQ(lp.top(0).logprob(), lp.logprob()) << what;
+      EXPECT_LE(lp.top(0).logprob(), 0.0f);
+      EXPECT_GE(lp.top(0).logprob(), lp.top(1).logprob());
+      EXPECT_GE(lp.top(1).logprob(), lp.top(2).logprob());
+      EXPECT_LE(std::exp(lp.top(0).logprob()) + std::exp(lp.top(1).logprob()) + std::exp(lp.top(2).logprob()),
+                1.0001);
+    }
+  };
+  grpc::ClientContext ctx;
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(stub->Generate(&ctx, req, &resp).ok());
+  ASSERT_EQ(resp.completions_size(), 1);
+  check(resp.completions(0).token_ids(), resp.completions(0).logprobs(), "unary");
+
+  grpc::ClientContext sctx;
+  auto reader = stub->GenerateStream(&sctx, req);
+  v1::GenerateStreamResponse msg;
+  google::protobuf::RepeatedField<int32_t> ids;
+  google::protobuf::RepeatedPtrField<v1::TokenLogprobs> lps;
+  while (reader->Read(&msg)) {
+    if (!msg.has_chunk()) continue;
+    ids.MergeFrom(msg.chunk().token_ids());
+    lps.MergeFrom(msg.chunk().logprobs());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(absl::StrJoin(ids, " "), absl::StrJoin(resp.completions(0).token_ids(), " "));
+  check(ids, lps, "stream");
 }
 
 TEST(GrpcE2eTest, TokenizeDetokenizeAndModelInfo) {
