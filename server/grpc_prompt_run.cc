@@ -84,7 +84,8 @@ void PromptRun::Finish(const StreamEvent& e, bool with_output, ServerMetrics& me
   o.finish_reason = MetricReason(reason);
   o.prompt_tokens = prompt_tokens_;
   o.generated_tokens = generated();
-  o.queue_seconds = Seconds(submitted_ - arrival_);
+  // Arrival to hand-off, plus the engine's own wait for pages (admission).
+  o.queue_seconds = Seconds(submitted_ - arrival_) + e.queue_seconds;
   o.e2e_seconds = Seconds(end - arrival_);
   if (!tokens_.empty()) o.ttft_seconds = Seconds(first_token_ - arrival_);
   if (tokens_.size() >= 2) o.mean_itl_seconds = Seconds(last_token_ - first_token_) / (tokens_.size() - 1);

@@ -31,6 +31,7 @@ struct StreamEvent {
   int64_t kv_tokens_kept = 0;      // KV entries (summed over layers) held at the end
   int64_t kv_entries_evicted = 0;  // KV slots (summed over layers) dropped by compression
   int64_t peak_kv_bytes = 0;       // most KV bytes the request held at once
+  double queue_seconds = 0;        // from Submit until admission (pages reserved)
   // How compressible the prompt's cache looked (empty without compression): per layer and
   // mean trace, effective rank and spectral tail of the response-profile covariance.
   CompressibilityEstimate kv_compressibility;

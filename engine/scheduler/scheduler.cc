@@ -2,6 +2,7 @@
 #include "engine/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,7 @@ struct Scheduler::Sequence {
   std::vector<int32_t> history;  // prompt + generated; the sampler's penalty window
   std::unique_ptr<SequenceCompressor> compressor;  // null: the full cache is kept
   int64_t peak_pages_held = 0;
+  std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now(), admitted = submitted;
   int64_t cached = 0;            // tokens of history already in the KV cache
   int32_t generated = 0;
   bool done = false;
@@ -142,6 +144,7 @@ void Scheduler::Admit() {
   while (!waiting_.empty() && num_running() < config_.max_batch_tokens) {
     Sequence& s = *waiting_.front();
     if (!s.kv.Reserve(pool_, s.peak_pages).ok()) break;
+    s.admitted = std::chrono::steady_clock::now();
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
@@ -233,6 +236,9 @@ void Scheduler::FillUsage(const Sequence& s, StreamEvent* e) const {
   if (s.compressor) e->kv_entries_evicted = s.compressor->stats().evicted_slots;
   if (s.compressor) e->kv_compressibility = s.compressor->compressibility();
   e->peak_kv_bytes = s.peak_pages_held * PagePool::PageBytes(pool_.shape());
+  // A request that never left the queue waited until now.
+  const auto admitted = s.kv.reserved_pages > 0 || s.cached > 0 ? s.admitted : std::chrono::steady_clock::now();
+  e->queue_seconds = std::chrono::duration<double>(admitted - s.submitted).count();
 }
 
 bool Scheduler::Compress(Sequence& s, bool prompt_done) {

@@ -26,3 +26,58 @@ TEST(TokenLogprobsTest, LogSoftmaxOfTheRawLogitsBestFirst) {
 
 }  // namespace
 }  // namespace kvserve
+
+#include "engine/model/model_loader.h"
+#include "engine/model/tokenizer.h"
+
+namespace kvserve {
+namespace {
+
+TEST(QueueTimeTest, ARequestThatWaitsForPagesReportsItsWait) {
+  auto model = MakeRandomModel("tiny", 3);
+  ASSERT_TRUE(model.ok());
+  auto tok = Tokenizer::Create(model->tokenizer);
+  ASSERT_TRUE(tok.ok());
+  auto backend = MakeCpuBackend();
+  // Each request needs 2 layers x 4 pages: the pool holds one at a time.
+  PagePool pool({10, 16, model->config.n_kv_heads, model->config.head_dim});
+  Scheduler sched(*model, *tok, *backend, pool, SchedulerConfig{});
+  std::vector<StreamEvent> last(2);
+  for (int i = 0; i < 2; ++i) {
+    EngineRequest r;
+    for (int j = 0; j < 40; ++j) r.prompt.push_back(10 + j);
+    r.max_new_tokens = 20;
+    r.ignore_eos = true;
+    r.top_logprobs = 2;
+    r.sink = [&last, i](const StreamEvent& e) {
+      if (e.finished) last[i] = e;
+      if (e.token >= 0) {
+        EXPECT_EQ(e.top_logprobs.size(), 2u);
+      }
+    };
+    ASSERT_TRUE(sched.Submit(std::move(r)).ok());
+  }
+  ASSERT_EQ(sched.num_waiting(), 1);
+  while (!sched.idle()) ASSERT_TRUE(sched.StepAndDeliver().ok());
+  EXPECT_GT(last[1].queue_seconds, 0.0);
+  EXPECT_GT(last[1].queue_seconds, last[0].queue_seconds) << "the second waited for the first to finish";
+}
+
+TEST(QueueTimeTest, TopLogprobsOutOfRangeIsRejected) {
+  auto model = MakeRandomModel("tiny", 3);
+  ASSERT_TRUE(model.ok());
+  auto tok = Tokenizer::Create(model->tokenizer);
+  ASSERT_TRUE(tok.ok());
+  auto backend = MakeCpuBackend();
+  PagePool pool({64, 16, model->config.n_kv_heads, model->config.head_dim});
+  Scheduler sched(*model, *tok, *backend, pool, SchedulerConfig{});
+  EngineRequest r;
+  r.prompt = {1, 2, 3};
+  r.top_logprobs = -1;
+  const auto h = sched.Submit(std::move(r));
+  EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(h.status().message().find("top_logprobs"), std::string_view::npos);
+}
+
+}  // namespace
+}  // namespace kvserve
