@@ -4,22 +4,12 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "engine/eval/kl_divergence.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward.h"
 
 namespace kvserve {
 namespace {
-
-// log-softmax of one row, in double.
-void LogSoftmax(const float* x, int64_t n, std::vector<double>* out) {
-  out->resize(static_cast<size_t>(n));
-  double mx = x[0];
-  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]));
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
-  const double lse = mx + std::log(sum);
-  for (int64_t i = 0; i < n; ++i) (*out)[i] = static_cast<double>(x[i]) - lse;
-}
 
 // Adds noise of std scale * RMS(head) to every cached value of layer l's first `slots`
 // slots; returns the original values so they can be put back.
@@ -60,20 +50,6 @@ void RestoreValues(PagePool& pool, const SequenceKv& seq, int64_t l, int64_t slo
 }
 
 }  // namespace
-
-double MeanKl(absl::Span<const float> p_logits, absl::Span<const float> q_logits, int64_t vocab) {
-  const int64_t rows = static_cast<int64_t>(p_logits.size()) / vocab;
-  std::vector<double> lp, lq;
-  double total = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    LogSoftmax(p_logits.data() + r * vocab, vocab, &lp);
-    LogSoftmax(q_logits.data() + r * vocab, vocab, &lq);
-    double kl = 0;
-    for (int64_t i = 0; i < vocab; ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
-    total += std::max(0.0, kl);  // rounding can make a ~0 KL slightly negative
-  }
-  return rows ? total / static_cast<double>(rows) : 0.0;
-}
 
 absl::StatusOr<std::vector<double>> MeasureLayerSensitivity(const Model& model, Backend& backend,
                                                             absl::Span<const std::vector<int32_t>> samples,
@@ -121,7 +97,7 @@ absl::StatusOr<std::vector<double>> MeasureLayerSensitivity(const Model& model, 
       const std::vector<float> saved = PerturbValues(pool, seq, l, ctx, o.perturbation_scale, seed);
       if (absl::Status st = run_scored(&logits); !st.ok()) return st;
       RestoreValues(pool, seq, l, ctx, saved);
-      s[l] += MeanKl(ref, logits, c.vocab_size) / static_cast<double>(samples.size());
+      s[l] += MeanKlDivergence(ref, logits, c.vocab_size) / static_cast<double>(samples.size());
     }
     seq.Release(pool);
     if (progress) progress(static_cast<int64_t>(i));

@@ -30,7 +30,4 @@ absl::StatusOr<std::vector<double>> MeasureLayerSensitivity(
     const Model& model, Backend& backend, absl::Span<const std::vector<int32_t>> samples,
     const ProfilerOptions& options, const std::function<void(int64_t)>& progress = {});
 
-// Mean over rows of KL(p || q) for logits [rows, vocab], softmax in double.
-double MeanKl(absl::Span<const float> p_logits, absl::Span<const float> q_logits, int64_t vocab);
-
 }  // namespace kvserve
