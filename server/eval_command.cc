@@ -70,10 +70,9 @@ absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
   if (absl::Status st = KvSettingsFromArgs(a, model.config.n_layers, &plan.base); !st.ok()) return st;
   // Rows named policy@ripple use this profile (refused when made for another model).
   if (auto path = a.Get("ripple-profile")) {
-    auto profile = LoadRippleProfile(*path);
+    auto profile = LoadRippleProfileFor(*path, model);
     if (!profile.ok()) return profile.status();
-    if (absl::Status st = CheckProfileMatchesModel(*profile, model); !st.ok()) return st;
-    plan.base.ripple = std::make_shared<const RippleProfile>(*std::move(profile));
+    plan.base.ripple = *std::move(profile);
   }
   auto r = a.GetDouble("ripple-r", plan.base.ripple_params.r), gamma = a.GetDouble("ripple-gamma", plan.base.ripple_params.gamma);
   if (!r.ok()) return r.status();

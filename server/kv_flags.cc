@@ -26,10 +26,9 @@ absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, const 
   if (auto p = a.Get("kv-policy")) s.policy = *p;
   if (auto p = a.Get("budget-plan")) {
     if (absl::StartsWith(*p, "ripple:")) {
-      auto profile = LoadRippleProfile(p->substr(7));
+      auto profile = LoadRippleProfileFor(p->substr(7), model);
       if (!profile.ok()) return profile.status();
-      if (absl::Status st = CheckProfileMatchesModel(*profile, model); !st.ok()) return st;
-      s.ripple = std::make_shared<const RippleProfile>(*std::move(profile));
+      s.ripple = *std::move(profile);
       s.plan = "ripple";
     } else if (*p == "ripple") {
       return absl::InvalidArgumentError("--budget-plan ripple needs a profile: --budget-plan ripple:PROFILE.json");

@@ -56,9 +56,8 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> CalibrationSamples(const Token
 // --check: compresses one layer at a time, measures the damage on the eval corpus and
 // prints its rank correlation with the profile and with the layer index.
 int CheckProfile(const CliArgs& args, const Model& model, const Tokenizer& tokenizer, const std::string& path) {
-  auto profile = LoadRippleProfile(path);
+  auto profile = LoadRippleProfileFor(path, model);
   if (!profile.ok()) return ProfileFail(profile.status());
-  if (absl::Status st = CheckProfileMatchesModel(*profile, model); !st.ok()) return ProfileFail(st);
   LayerDamageOptions o;
   auto context = args.GetInt("context", o.context), samples = args.GetInt("samples", o.samples),
        budget = args.GetInt("layer-budget", o.layer_budget), seed = args.GetInt("seed", 0);
@@ -85,11 +84,11 @@ int CheckProfile(const CliArgs& args, const Model& model, const Tokenizer& token
   std::printf("| layer | sensitivity s_l | damage: KL, only this layer at %lld tokens (%s) |\n|---|---|---|\n",
               static_cast<long long>(o.layer_budget), o.policy.c_str());
   for (size_t l = 0; l < damage->size(); ++l) {
-    std::printf("| %zu | %.6g | %.6g |\n", l, profile->sensitivity[l], (*damage)[l]);
+    std::printf("| %zu | %.6g | %.6g |\n", l, (*profile)->sensitivity[l], (*damage)[l]);
   }
   std::printf("\nSpearman rho(sensitivity, damage) = %.3f\nSpearman rho(layer index, damage) = %.3f\n"
               "(%lld samples of %lld tokens, %.1f s)\n",
-              SpearmanRho(profile->sensitivity, *damage), SpearmanRho(index, *damage),
+              SpearmanRho((*profile)->sensitivity, *damage), SpearmanRho(index, *damage),
               static_cast<long long>(o.samples), static_cast<long long>(o.context), seconds);
   return 0;
 }

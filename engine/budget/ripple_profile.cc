@@ -113,4 +113,12 @@ absl::Status CheckProfileMatchesModel(const RippleProfile& p, const Model& model
       " layers, fingerprint ", fp, ". Run kvserve profile for it"));
 }
 
+absl::StatusOr<std::shared_ptr<const RippleProfile>> LoadRippleProfileFor(const std::string& path,
+                                                                          const Model& model) {
+  absl::StatusOr<RippleProfile> profile = LoadRippleProfile(path);
+  if (!profile.ok()) return profile.status();
+  if (absl::Status st = CheckProfileMatchesModel(*profile, model); !st.ok()) return st;
+  return std::make_shared<const RippleProfile>(*std::move(profile));
+}
+
 }  // namespace kvserve

@@ -3,6 +3,7 @@
 // model by a fingerprint, so a profile made for another model is refused.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,8 @@ absl::Status SaveRippleProfile(const RippleProfile& profile, const std::string& 
 absl::StatusOr<RippleProfile> LoadRippleProfile(const std::string& path);
 // FAILED_PRECONDITION saying which model the profile was made for when it is not this one.
 absl::Status CheckProfileMatchesModel(const RippleProfile& profile, const Model& model);
+// LoadRippleProfile then CheckProfileMatchesModel: a profile ready to drive this model's plan.
+absl::StatusOr<std::shared_ptr<const RippleProfile>> LoadRippleProfileFor(const std::string& path,
+                                                                          const Model& model);
 
 }  // namespace kvserve

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "engine/compress/kv_policy.h"
 #include "engine/eval/kl_divergence.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward.h"
@@ -15,11 +16,9 @@ namespace {
 // slots; returns the original values so they can be put back.
 std::vector<float> PerturbValues(PagePool& pool, const SequenceKv& seq, int64_t l, int64_t slots, double scale,
                                  uint64_t seed) {
-  const PagedKv kv = pool.view();
-  const int64_t H = kv.n_kv_heads, d = kv.head_dim, ps = kv.page_size;
-  auto at = [&](int64_t s, int64_t h) {
-    return kv.v + ((static_cast<int64_t>(seq.layer_pages[l][s / ps]) * ps + s % ps) * H + h) * d;
-  };
+  const LayerKv L{pool.view(), seq.layer_pages[l], slots};
+  const int64_t H = L.kv.n_kv_heads, d = L.kv.head_dim;
+  auto at = [&](int64_t s, int64_t h) { return L.kv.v + L.Offset(s, h) * d; };
   std::vector<float> saved(static_cast<size_t>(slots * H * d));
   for (int64_t s = 0; s < slots; ++s) {
     for (int64_t h = 0; h < H; ++h) std::copy_n(at(s, h), d, saved.data() + (s * H + h) * d);
@@ -41,11 +40,10 @@ std::vector<float> PerturbValues(PagePool& pool, const SequenceKv& seq, int64_t 
 }
 
 void RestoreValues(PagePool& pool, const SequenceKv& seq, int64_t l, int64_t slots, const std::vector<float>& saved) {
-  const PagedKv kv = pool.view();
-  const int64_t H = kv.n_kv_heads, d = kv.head_dim, ps = kv.page_size;
+  const LayerKv L{pool.view(), seq.layer_pages[l], slots};
+  const int64_t H = L.kv.n_kv_heads, d = L.kv.head_dim;
   for (int64_t s = 0; s < slots; ++s) {
-    float* dst = kv.v + ((static_cast<int64_t>(seq.layer_pages[l][s / ps]) * ps + s % ps) * H) * d;
-    std::copy_n(saved.data() + s * H * d, H * d, dst);
+    for (int64_t h = 0; h < H; ++h) std::copy_n(saved.data() + (s * H + h) * d, d, L.kv.v + L.Offset(s, h) * d);
   }
 }
 

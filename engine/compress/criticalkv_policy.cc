@@ -31,7 +31,7 @@ void ProjectedValueNorms(const SelectionRequest& r, Backend& backend, std::vecto
       proj(static_cast<size_t>(std::min(len, kSlotsPerCall) * hidden));
   norms->assign(static_cast<size_t>(kvh * len), 0.0f);
   for (int64_t g = 0; g < kvh; ++g) {
-    for (int64_t s = 0; s < len; ++s) std::copy_n(L.Value(first + s, g), d, values.data() + s * d);
+    GatherHead(L, g, /*values=*/true, values.data(), first);
     float* out = norms->data() + g * len;
     for (int64_t hh = 0; hh < group; ++hh) {
       const int64_t h = g * group + hh;

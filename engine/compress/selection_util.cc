@@ -31,11 +31,11 @@ Selection SelectTopPerHead(const LayerKv& layer, absl::Span<const float> scores,
   return sel;
 }
 
-void GatherHead(const LayerKv& layer, int64_t h, bool values, float* out) {
+void GatherHead(const LayerKv& layer, int64_t h, bool values, float* out, int64_t first) {
   const int64_t d = layer.kv.head_dim;
-  for (int64_t s = 0; s < layer.len; ++s) {
+  for (int64_t s = first; s < layer.len; ++s) {
     const float* src = values ? layer.Value(s, h) : layer.Key(s, h);
-    std::copy_n(src, d, out + s * d);
+    std::copy_n(src, d, out + (s - first) * d);
   }
 }
 

@@ -16,7 +16,8 @@ std::vector<int32_t> TopNAscending(absl::Span<const float> scores, int64_t n);
 // Per head, the n_keep best slots by scores [n_kv_heads, layer.len]; log-weights carried over.
 Selection SelectTopPerHead(const LayerKv& layer, absl::Span<const float> scores, int64_t n_keep);
 
-// Keys (values when `values`) of KV head h: out [layer.len, head_dim].
-void GatherHead(const LayerKv& layer, int64_t h, bool values, float* out);
+// Keys (values when `values`) of KV head h at slots [first, layer.len):
+// out [layer.len - first, head_dim].
+void GatherHead(const LayerKv& layer, int64_t h, bool values, float* out, int64_t first = 0);
 
 }  // namespace kvserve

@@ -63,16 +63,16 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
   using Clock = std::chrono::steady_clock;
   const ModelConfig& c = model_.config;
   const auto t0 = Clock::now();
+  const int64_t len = seq.layer_len[l], kvh = c.n_kv_heads;
   window_.CopyOrdered(l, &window_rows_);
   SelectionRequest r;
-  r.layer = LayerKv{pool.view(), seq.layer_pages[l], seq.layer_len[l]};
+  r.layer = LayerKv{pool.view(), seq.layer_pages[l], len};
   r.window = window_rows_;
   r.window_len = window_.size(l);
   r.n_heads = c.n_heads;
   r.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   r.wo = model_.weights.layers[l].wo;
-  r.n_keep = std::min(quotas_[l], seq.layer_len[l]);
-  const int64_t len = seq.layer_len[l], kvh = c.n_kv_heads;
+  r.n_keep = std::min(quotas_[l], len);
   if (!value_norms_.empty()) {
     // Project only the entries that arrived since the last selection.
     auto& per_head = value_norms_[l];
@@ -88,7 +88,6 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
   }
   const Selection sel = policy_->Select(r, backend);
   const auto t1 = Clock::now();
-  const int64_t before = seq.layer_len[l];
   if (absl::Status st = CompactLayer(pool, seq, l, sel); !st.ok()) return st;
   if (!value_norms_.empty()) {
     for (int64_t h = 0; h < kvh; ++h) {
@@ -99,7 +98,7 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
   }
   stats_.select_seconds += std::chrono::duration<double>(t1 - t0).count();
   stats_.compact_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
-  stats_.evicted_slots += before - seq.layer_len[l];
+  stats_.evicted_slots += len - seq.layer_len[l];
   ++stats_.compactions;
   return absl::OkStatus();
 }

@@ -20,7 +20,6 @@ class QueryWindow {
 
   int64_t capacity() const { return capacity_; }
   int64_t row_floats() const { return row_; }
-  int64_t bytes() const;
 
  private:
   int64_t capacity_, row_;
