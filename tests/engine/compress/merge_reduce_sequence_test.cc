@@ -11,46 +11,13 @@
 #include "engine/model/random_model.h"
 #include "engine/scheduler/scheduler.h"
 #include "gtest/gtest.h"
+#include "tests/engine/compress/tiny_generation_fixture.h"
 #include "tests/engine/scheduler/scheduler_test_util.h"
 
 namespace kvserve {
 namespace {
 
-class MergeReduceSequenceTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto m = MakeRandomModel("tiny", 5);
-    ASSERT_TRUE(m.ok());
-    model_ = std::make_unique<Model>(*std::move(m));
-    auto t = Tokenizer::Create(model_->tokenizer);
-    ASSERT_TRUE(t.ok());
-    tokenizer_ = std::make_unique<Tokenizer>(*std::move(t));
-    backend_ = MakeCpuBackend();
-  }
-
-  std::vector<int32_t> Prompt(int n) const {
-    std::vector<int32_t> p;
-    for (int i = 0; i < n; ++i) p.push_back(static_cast<int32_t>((i * 37 + 11) % 500));
-    return p;
-  }
-
-  GenerationResult Run(const std::vector<int32_t>& prompt, const CompressionSettings& kv, int max_new,
-                       int64_t chunk = 512, int64_t page = 16) {
-    GenerationOptions o;
-    o.max_new_tokens = max_new;
-    o.ignore_eos = true;
-    o.compression = kv;
-    o.prefill_chunk = chunk;
-    o.page_size = page;
-    auto g = Generate(*model_, *tokenizer_, *backend_, prompt, o, {}, true);
-    EXPECT_TRUE(g.ok()) << g.status();
-    return g.ok() ? *g : GenerationResult{};
-  }
-
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<Backend> backend_;
-};
+class MergeReduceSequenceTest : public TinyGenerationTest {};
 
 TEST_F(MergeReduceSequenceTest, ABudgetThatNeverBindsIsIdenticalToTheFullCache) {
   const auto prompt = Prompt(150);
