@@ -116,7 +116,7 @@ absl::StatusOr<std::unique_ptr<KvPolicy>> MakeKvPolicy(const CompressionSettings
   if (s.policy == "streaming") return std::make_unique<StreamingLlmPolicy>(s.n_sink);
   if (IsMergeReducePolicy(s.policy)) {
     return std::make_unique<MergeReducePolicy>(s.policy, MakeReducer(s.policy.substr(12), ReduceProtectedDims(s)),
-                                               s.reduce_seed);
+                                               s.reduce_seed, s.n_sink);
   }
   if (s.policy == "criticalkv") {
     return std::make_unique<CriticalKvPolicy>(std::make_unique<SnapKvScorer>(s.pool_kernel), s.first_stage_ratio);

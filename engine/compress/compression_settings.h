@@ -28,7 +28,7 @@ struct CompressionSettings {
   double first_stage_ratio = 0.5;   // CriticalKV
   int64_t window = 64;              // observation window, in queries
   int64_t pool_kernel = 5;          // SnapKV average pool
-  int64_t n_sink = 4;               // StreamingLLM
+  int64_t n_sink = 4;               // first tokens StreamingLLM and merge-reduce always keep
   // Merge-reduce (mergereduce:random|cluster): principal directions the clustering protects
   // (0 = 128, capped at head_dim), and the seed of the random reducer's draws.
   int64_t reduce_protected_dims = 0;

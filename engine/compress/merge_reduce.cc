@@ -12,13 +12,13 @@ namespace kvserve {
 int64_t MergeReduceBuckets::Advance(int64_t len, const std::function<void(int64_t begin)>& reduce) {
   const int64_t k = shape_.k;
   while (Due(len)) {
-    reduce(reduced_len());  // the oldest 2k raw entries become a level-0 bucket
+    reduce(raw_begin());  // the oldest 2k raw entries become a level-0 bucket
     len -= k;
     levels_.push_back(0);
     // Carry: two buckets of one level merge into the next (the top level into itself).
     while (levels_.size() >= 2 && levels_[levels_.size() - 1] == levels_[levels_.size() - 2]) {
       const int32_t level = levels_.back();
-      reduce(reduced_len() - 2 * k);
+      reduce(raw_begin() - 2 * k);
       len -= k;
       levels_.pop_back();
       levels_.back() = static_cast<int32_t>(std::min<int64_t>(level + 1, shape_.max_level));
@@ -30,15 +30,16 @@ int64_t MergeReduceBuckets::Advance(int64_t len, const std::function<void(int64_
 int64_t MergeReduceBuckets::SteadyBound(const MergeReduceShape& s, int64_t n) {
   // c level-0 reductions (c <= C) leave buckets whose levels strictly decrease, and a bucket
   // of level j stands for at least 2^j of them, so there are at most floor(log2 C) + 1; then
-  // fewer than 2k raw entries and the window.
-  const int64_t c = std::max<int64_t>(0, n - s.window) / (2 * s.k);
+  // fewer than 2k raw entries, the window and the sinks.
+  const int64_t c = std::max<int64_t>(0, n - s.window - s.sinks) / (2 * s.k);
   if (c == 0) return n;
   const int64_t buckets = std::min<int64_t>(s.max_level + 1, std::bit_width(static_cast<uint64_t>(c)));
-  return std::min(n, s.k * buckets + 2 * s.k - 1 + s.window);
+  return std::min(n, s.sinks + s.k * buckets + 2 * s.k - 1 + s.window);
 }
 
-MergeReduceShape MergeReduceShapeForBudget(int64_t budget, int64_t window, int64_t n, int64_t max_level) {
-  MergeReduceShape s{1, window, max_level};
+MergeReduceShape MergeReduceShapeForBudget(int64_t budget, int64_t window, int64_t n, int64_t sinks,
+                                           int64_t max_level) {
+  MergeReduceShape s{1, window, max_level, sinks};
   for (int64_t k = std::max<int64_t>(1, budget); k >= 1; --k) {
     s.k = k;
     if (MergeReduceBuckets::SteadyBound(s, n) <= budget) return s;

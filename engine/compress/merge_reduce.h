@@ -1,5 +1,7 @@
 // Merge-reduce: bounded-memory compression while a sequence is read. Per layer, the cache
-// is, in slot order, [reduced buckets of k entries | raw entries | the recent window]. When
+// is, in slot order, [sinks | reduced buckets of k entries | raw entries | the recent
+// window]. The sinks (the first tokens, which draw a large share of every query's attention
+// whatever their content) and the window are never reduced. When
 // 2k raw entries sit outside the window, REDUCE turns them into a bucket of k weighted
 // entries; two adjacent buckets of one level merge (2k entries) and reduce into one bucket
 // of the next level, like carrying in a binary counter, so a layer holds O(k log n) entries
@@ -21,6 +23,7 @@ struct MergeReduceShape {
   int64_t k = 1;          // entries a reduced bucket keeps (a REDUCE takes 2k)
   int64_t window = 64;    // the most recent entries, never reduced
   int64_t max_level = 7;  // two buckets of this level merge into one of the same level
+  int64_t sinks = 0;      // the first entries, never reduced
 };
 
 // Levels in the cache stop here: at most max_level + 1 reduced buckets per layer, whatever
@@ -33,7 +36,7 @@ class MergeReduceBuckets {
   explicit MergeReduceBuckets(MergeReduceShape shape) : shape_(shape) {}
 
   // Whether a layer of len entries has a REDUCE due.
-  bool Due(int64_t len) const { return len - reduced_len() - shape_.window >= 2 * shape_.k; }
+  bool Due(int64_t len) const { return len - raw_begin() - shape_.window >= 2 * shape_.k; }
   // Runs, in order, every REDUCE due for a layer of len entries: reduce(begin) must turn the
   // 2k entries [begin, begin + 2k) into k. Returns the layer's new length.
   int64_t Advance(int64_t len, const std::function<void(int64_t begin)>& reduce);
@@ -41,6 +44,8 @@ class MergeReduceBuckets {
   // Levels of the reduced buckets, oldest (highest level) first; strictly decreasing.
   const std::vector<int32_t>& levels() const { return levels_; }
   int64_t reduced_len() const { return shape_.k * static_cast<int64_t>(levels_.size()); }
+  // The first slot after the sinks and the reduced buckets.
+  int64_t raw_begin() const { return shape_.sinks + reduced_len(); }
   const MergeReduceShape& shape() const { return shape_; }
 
   // The most entries a layer holds after Advance at any point of a stream of n entries.
@@ -54,7 +59,7 @@ class MergeReduceBuckets {
 // The shape whose steady bound over a stream of n entries fits `budget` entries, with the
 // largest k that does (k >= 1 even when the window alone passes the budget). n <= budget
 // gives a k so large that nothing is ever reduced.
-MergeReduceShape MergeReduceShapeForBudget(int64_t budget, int64_t window, int64_t n,
+MergeReduceShape MergeReduceShapeForBudget(int64_t budget, int64_t window, int64_t n, int64_t sinks = 0,
                                            int64_t max_level = kMergeReduceMaxLevel);
 
 // Runs every REDUCE that `buckets` has due for `layer` and returns the Selection that

@@ -13,17 +13,18 @@ namespace kvserve {
 
 class MergeReducePolicy : public KvPolicy {
  public:
-  MergeReducePolicy(std::string name, std::unique_ptr<Reducer> reducer, uint64_t seed)
-      : name_(std::move(name)), reducer_(std::move(reducer)), seed_(seed) {}
+  MergeReducePolicy(std::string name, std::unique_ptr<Reducer> reducer, uint64_t seed, int64_t n_sink)
+      : name_(std::move(name)), reducer_(std::move(reducer)), seed_(seed), n_sink_(n_sink) {}
   std::string_view Name() const override { return name_; }
   // Keeps at most n_keep entries per head (fewer when the bucket bound lands below it); the
-  // recent window is min(window_len, n_keep / 2).
+  // recent window is min(window_len, n_keep / 2), the sinks min(n_sink, n_keep / 4).
   Selection Select(const SelectionRequest& r, Backend& backend) const override;
 
  private:
   std::string name_;
   std::unique_ptr<Reducer> reducer_;
   uint64_t seed_;
+  int64_t n_sink_;
 };
 
 }  // namespace kvserve

@@ -21,7 +21,9 @@ void SequenceCompressor::SetUpMergeReduce() {
   // A layer's quota is its steady-state size: the largest bucket size k whose bound over the
   // whole request (prompt + new tokens) fits the quota.
   std::vector<MergeReduceShape> shapes;
-  for (int64_t q : quotas_) shapes.push_back(MergeReduceShapeForBudget(q, settings_.window, prompt_len_ + max_new_));
+  for (int64_t q : quotas_) {
+    shapes.push_back(MergeReduceShapeForBudget(q, settings_.window, prompt_len_ + max_new_, settings_.n_sink));
+  }
   const std::string_view kind = std::string_view(settings_.policy).substr(std::string_view("mergereduce:").size());
   merge_reduce_ = std::make_unique<MergeReduce>(MakeReducer(kind, ReduceProtectedDims(settings_)), std::move(shapes),
                                                 settings_.reduce_seed);

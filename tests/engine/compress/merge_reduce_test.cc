@@ -17,7 +17,7 @@ TEST(MergeReduceBucketsTest, MemoryStaysWithinItsBoundOverALongStream) {
   std::mt19937 rng(1);
   std::uniform_int_distribution<int64_t> step(1, 300);
   for (int64_t max_level : {int64_t{2}, kMergeReduceMaxLevel, int64_t{40}}) {
-    const MergeReduceShape shape{16, 24, max_level};
+    const MergeReduceShape shape{16, 24, max_level, /*sinks=*/4};
     MergeReduceBuckets b(shape);
     int64_t len = 0, seen = 0, reductions = 0;
     while (seen < 200000) {
@@ -26,15 +26,15 @@ TEST(MergeReduceBucketsTest, MemoryStaysWithinItsBoundOverALongStream) {
       seen += n;
       len = b.Advance(len, [&](int64_t begin) {
         ++reductions;
-        // A REDUCE only ever touches reduced buckets or raw entries, never the window.
-        EXPECT_GE(begin, 0);
+        // A REDUCE only ever touches reduced buckets or raw entries, never the sinks or the window.
+        EXPECT_GE(begin, shape.sinks);
         EXPECT_LE(begin + 2 * shape.k, len - shape.window);
-        EXPECT_EQ(begin % shape.k, 0);
+        EXPECT_EQ((begin - shape.sinks) % shape.k, 0);
       });
       ASSERT_LE(len, MergeReduceBuckets::SteadyBound(shape, seen)) << "after " << seen;
       // O(k log n), and O(k) with the level cap.
-      ASSERT_LE(len, shape.k * (max_level + 1) + 2 * shape.k - 1 + shape.window);
-      ASSERT_LE(len, shape.k * (std::log2(static_cast<double>(seen)) + 1) + 2 * shape.k + shape.window);
+      ASSERT_LE(len, shape.sinks + shape.k * (max_level + 1) + 2 * shape.k - 1 + shape.window);
+      ASSERT_LE(len, shape.sinks + shape.k * (std::log2(static_cast<double>(seen)) + 1) + 2 * shape.k + shape.window);
       for (size_t i = 1; i < b.levels().size(); ++i) ASSERT_GT(b.levels()[i - 1], b.levels()[i]);
       ASSERT_FALSE(b.Due(len));
     }
@@ -45,7 +45,7 @@ TEST(MergeReduceBucketsTest, MemoryStaysWithinItsBoundOverALongStream) {
 TEST(MergeReduceBucketsTest, BudgetPicksTheLargestBucketThatFits) {
   for (int64_t n : {100, 1000, 7508, 131072}) {
     for (int64_t budget : {40, 128, 750, 4000}) {
-      const MergeReduceShape s = MergeReduceShapeForBudget(budget, 32, n);
+      const MergeReduceShape s = MergeReduceShapeForBudget(budget, 32, n, /*sinks=*/4);
       if (n > budget && s.k > 1) {
         EXPECT_LE(MergeReduceBuckets::SteadyBound(s, n), budget) << n << " " << budget;
         MergeReduceShape bigger = s;
@@ -99,6 +99,29 @@ TEST(MergeReduceTest, ReduceLayerKeepsCountsWeightsAndTheWindow) {
       }
     }
     EXPECT_TRUE(g.pool.CheckInvariants().ok());
+  }
+}
+
+TEST(MergeReduceTest, SinksAreNeverReduced) {
+  // The first entries carry most of the attention in real models; a REDUCE must not move
+  // their mass onto other keys, so they stay first, with their own weight, at every step.
+  const int64_t len = 150, heads = 2, d = 8, window = 10, sinks = 4;
+  for (const char* kind : {"random", "cluster"}) {
+    LayerFixture g(len, heads, d);
+    g.FillRandom(9);
+    g.Store();
+    const std::vector<float> k0 = g.k;
+    MergeReduce mr(MakeReducer(kind, 4), {MergeReduceShape{8, window, kMergeReduceMaxLevel, sinks}}, 5);
+    ASSERT_TRUE(mr.ReduceLayer(g.pool, g.seq, 0).ok());
+    // 136 raw entries outside sinks and window: 8 REDUCEs of 16 -> one level-3 bucket.
+    EXPECT_EQ(g.seq.layer_len[0], sinks + 8 + (136 - 128) + window) << kind;
+    const LayerKv L = g.layer();
+    for (int64_t s = 0; s < sinks; ++s) {
+      for (int64_t h = 0; h < heads; ++h) {
+        EXPECT_EQ(L.LogWeight(s, h), 0.0f) << kind;
+        EXPECT_EQ(L.Key(s, h)[0], k0[(s * heads + h) * d]) << kind;
+      }
+    }
   }
 }
 
