@@ -48,10 +48,17 @@ absl::Status KvSettingsFromArgs(const CliArgs& a, int64_t n_layers, CompressionS
   absl::StatusOr<int64_t> window = a.GetInt("kv-window", s->window), kernel = a.GetInt("pool-kernel", s->pool_kernel),
                           sinks = a.GetInt("sink-tokens", s->n_sink);
   absl::StatusOr<double> ratio = a.GetDouble("first-stage-ratio", s->first_stage_ratio);
-  for (const absl::Status& st : {window.status(), kernel.status(), sinks.status(), ratio.status()}) {
+  absl::StatusOr<int64_t> dims = a.GetInt("reduce-protected-dims", s->reduce_protected_dims);
+  for (const absl::Status& st : {window.status(), kernel.status(), sinks.status(), ratio.status(), dims.status()}) {
     if (!st.ok()) return st;
   }
+  if (auto at = a.Get("compress-at")) {
+    absl::StatusOr<CompressAt> parsed = ParseCompressAt(*at);
+    if (!parsed.ok()) return FlagError("compress-at", *at, std::string(parsed.status().message()));
+    s->at = *parsed;
+  }
   const std::pair<const char*, std::function<void()>> steps[] = {
+      {"reduce-protected-dims", [&] { s->reduce_protected_dims = *dims; }},
       {"kv-window", [&] { s->window = *window; }},
       {"pool-kernel", [&] { s->pool_kernel = *kernel; }},
       {"sink-tokens", [&] { s->n_sink = *sinks; }},
@@ -154,16 +161,18 @@ absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
 
 const char* kEvalHelp =
     "kvserve eval --model PATH|random:PRESET\n"
-    "  [--policies full,streaming,snapkv,pyramid,criticalkv] (POLICY@PLAN picks a budget plan per row:\n"
-    "  snapkv@ripple, criticalkv@pyramid) [--ripple-profile PROFILE.json --ripple-r 8 --ripple-gamma 4]\n"
+    "  [--policies full,streaming,snapkv,pyramid,criticalkv] (also mergereduce:random|cluster; POLICY@PLAN\n"
+    "  picks a budget plan per row: snapkv@ripple, criticalkv@pyramid) [--ripple-profile PROFILE.json --ripple-r 8 --ripple-gamma 4]\n"
     "  [--budgets 0.1,0.2,0.3 (fractions of the context)]\n"
     "  [--contexts 2048,4096,7500 (tokens)] [--tasks kl,passkey,multikey] [--samples N=3]\n"
     "  [--continuation N=64 (kl tokens after the context)] [--answer-tokens N=12 (greedy answer length)]\n"
     "  [--corpus DIR=tests/data/corpus] [--seed S=0] [--prompt-style plain|chat=plain]\n"
     "  [--page-size N=16] [--prefill-chunk N=512] [--kv-window N=64] [--first-stage-ratio R=0.5]\n"
-    "  [--pool-kernel K=5] [--sink-tokens N=4] [--verbose (a line per configuration, with its answer)]\n"
-    "Each context is prefilled once with the full cache; each policy x budget compresses a copy at the\n"
-    "end of the prompt. Progress goes to stderr, the markdown table and the wall time to stdout.\n";
+    "  [--pool-kernel K=5] [--sink-tokens N=4] [--reduce-protected-dims N=128]\n"
+    "  [--compress-at prefill_end|chunk=prefill_end] [--verbose (a line per configuration, with its answer)]\n"
+    "Each context is prefilled once with the full cache; with prefill_end each policy x budget compresses\n"
+    "a copy at the end of the prompt, with chunk it prefills again, compressing after every chunk.\n"
+    "Progress goes to stderr, the markdown table and the wall time to stdout.\n";
 
 }  // namespace
 
@@ -173,7 +182,8 @@ int RunEval(int argc, char** argv) {
   const std::vector<std::string> value_flags = {
       "model",        "policies", "budgets", "contexts",     "tasks",     "samples",       "continuation",
       "answer-tokens", "corpus",  "seed",    "prompt-style", "page-size", "prefill-chunk", "kv-window",
-      "first-stage-ratio", "pool-kernel", "sink-tokens", "ripple-profile", "ripple-r", "ripple-gamma"};
+      "first-stage-ratio", "pool-kernel", "sink-tokens", "ripple-profile", "ripple-r", "ripple-gamma",
+      "compress-at", "reduce-protected-dims"};
   EVAL_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"help", "verbose"}));
   if (args.Flag("help")) {
     std::fputs(kEvalHelp, stderr);

@@ -77,9 +77,24 @@ absl::Status CacheEvaluator::Continue(SequenceKv& seq, QueryWindow* window, std:
   return forward_->Step({&req, 1}, logits);
 }
 
-absl::StatusOr<bool> CacheEvaluator::Answer(SequenceKv& seq, SequenceCompressor* comp) {
+absl::Status CacheEvaluator::PrefillCompressing(SequenceKv& seq, SequenceCompressor& comp,
+                                                std::vector<float>* logits) {
+  const absl::Span<const int32_t> tokens = sample_.context;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  for (int64_t pos = 0; pos < n; pos += options_.prefill_chunk) {
+    const int64_t len = std::min(options_.prefill_chunk, n - pos);
+    logits->clear();
+    ForwardRequest req{tokens.subspan(pos, len), pos, &seq, false, comp.window()};
+    if (absl::Status st = forward_->Step({&req, 1}, logits); !st.ok()) return st;
+    if (absl::Status st = comp.AfterStep(backend_, *pool_, seq, pos + len == n); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CacheEvaluator::Answer(SequenceKv& seq, SequenceCompressor* comp,
+                                            const std::vector<float>& first_logits) {
   std::vector<float>& logits = scratch_;
-  logits = last_logits_;  // the first token comes from the prefill, as in generation
+  logits = first_logits;  // the first token comes from the prefill, as in generation
   std::vector<int32_t> out;
   int64_t pos = static_cast<int64_t>(sample_.context.size());
   last_answer_.clear();
@@ -110,9 +125,6 @@ absl::StatusOr<double> CacheEvaluator::Score(const CompressionSettings& settings
     return absl::InvalidArgumentError(absl::StrCat("settings window ", settings.window,
                                                    " differs from the recorded window ", options_.window));
   }
-  absl::StatusOr<SequenceKv> copy = CloneSequence(*pool_, prefilled_);
-  if (!copy.ok()) return copy.status();
-  ScopedClone clone(*pool_, *std::move(copy));
   std::unique_ptr<SequenceCompressor> comp;
   if (settings.active()) {
     const int64_t extra = std::max<int64_t>(static_cast<int64_t>(sample_.continuation.size()), options_.answer_tokens);
@@ -120,11 +132,23 @@ absl::StatusOr<double> CacheEvaluator::Score(const CompressionSettings& settings
                                            options_.page_size, options_.prefill_chunk);
     if (!made.ok()) return made.status();
     comp = *std::move(made);
-    *comp->window() = window_;
-    if (absl::Status st = comp->AfterStep(backend_, *pool_, clone.seq(), /*prompt_done=*/true); !st.ok()) return st;
+  }
+  const bool chunked = comp && settings.at == CompressAt::kChunk;
+  std::vector<float> chunk_logits;
+  ScopedClone clone(*pool_, SequenceKv(model_.config.n_layers));
+  if (chunked) {
+    if (absl::Status st = PrefillCompressing(clone.seq(), *comp, &chunk_logits); !st.ok()) return st;
+  } else {
+    absl::StatusOr<SequenceKv> copy = CloneSequence(*pool_, prefilled_);
+    if (!copy.ok()) return copy.status();
+    clone.seq() = *std::move(copy);
+    if (comp) {
+      *comp->window() = window_;
+      if (absl::Status st = comp->AfterStep(backend_, *pool_, clone.seq(), /*prompt_done=*/true); !st.ok()) return st;
+    }
   }
   if (sample_.continuation.empty()) {
-    absl::StatusOr<bool> right = Answer(clone.seq(), comp.get());
+    absl::StatusOr<bool> right = Answer(clone.seq(), comp.get(), chunked ? chunk_logits : last_logits_);
     if (!right.ok()) return right.status();
     return *right ? 1.0 : 0.0;
   }

@@ -1,6 +1,9 @@
 // One evaluation context prefilled once with the full cache, then scored under any number
 // of KV cache settings, each on its own copy of that cache (compressed at the end of the
 // prompt, as in the papers) so that prefill, the expensive part, is paid once per context.
+// Settings with compress_at chunk are the exception: later chunks attend to the cache the
+// earlier ones left, so such a configuration prefills the context again, compressing as it
+// goes, exactly as a served request would.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -50,8 +53,12 @@ class CacheEvaluator {
  private:
   // Runs the continuation after the context on seq; logits [continuation, vocab].
   absl::Status Continue(SequenceKv& seq, QueryWindow* window, std::vector<float>* logits);
-  // Greedy-decodes on seq (compressing with comp, if any, as generation would).
-  absl::StatusOr<bool> Answer(SequenceKv& seq, SequenceCompressor* comp);
+  // Greedy-decodes on seq (compressing with comp, if any, as generation would), starting
+  // from the logits after the context.
+  absl::StatusOr<bool> Answer(SequenceKv& seq, SequenceCompressor* comp, const std::vector<float>& first_logits);
+  // Prefills the context on seq (empty), calling comp after every chunk; logits: the last
+  // token's.
+  absl::Status PrefillCompressing(SequenceKv& seq, SequenceCompressor& comp, std::vector<float>* logits);
 
   const Model& model_;
   const Tokenizer& tokenizer_;

@@ -68,6 +68,31 @@ TEST_F(CacheEvaluatorTest, KlIsZeroForTheFullCacheAndAnUnboundBudgetAndPositiveW
   }
 }
 
+TEST_F(CacheEvaluatorTest, ChunkModePrefillsAgainCompressingAsItGoes) {
+  ASSERT_TRUE(eval_->Prefill(Sample(250, 20)).ok());
+  const int64_t held = eval_->pool().stats().pages_used;
+  for (const char* policy : {"snapkv", "criticalkv", "mergereduce:random", "mergereduce:cluster"}) {
+    // A budget that never binds (merge-reduce sizes its buckets for prompt + new tokens, so
+    // it binds at 1.0): the re-prefill is the same computation as the full one.
+    CompressionSettings chunk = Settings(policy, 1000);
+    chunk.at = CompressAt::kChunk;
+    auto unbound = eval_->Score(chunk);
+    ASSERT_TRUE(unbound.ok()) << unbound.status();
+    EXPECT_EQ(*unbound, 0.0) << policy;
+    // A tight one: later chunks attend to what the earlier compressions left, so the
+    // result is a different cache from compressing once at the end.
+    chunk.budget = 0.2;
+    CompressionSettings at_end = chunk;
+    at_end.at = CompressAt::kPrefillEnd;
+    auto chunked = eval_->Score(chunk), ended = eval_->Score(at_end);
+    ASSERT_TRUE(chunked.ok()) << chunked.status();
+    ASSERT_TRUE(ended.ok()) << ended.status();
+    EXPECT_GT(*chunked, 1e-6) << policy;
+    EXPECT_NE(*chunked, *ended) << policy;
+    EXPECT_EQ(eval_->pool().stats().pages_used, held) << policy;
+  }
+}
+
 TEST_F(CacheEvaluatorTest, RetrievalScoresTheGreedyAnswer) {
   EvalSample s = Sample(200, 0);
   s.answer = "no such text";
