@@ -62,6 +62,16 @@ absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n
     return absl::InvalidArgumentError(
         absl::StrCat("KV budget above 1 is a token count and must be a whole number, got ", s.budget));
   }
+  if (!(s.auto_risk >= 0) || !std::isfinite(s.auto_risk)) {
+    return absl::InvalidArgumentError(absl::StrCat("auto budget risk must be > 0 (auto:RISK), got ", s.auto_risk));
+  }
+  if (s.auto_risk > 0 && s.at != CompressAt::kPrefillEnd) {
+    return absl::InvalidArgumentError(
+        "KV budget auto:RISK needs compress_at prefill_end (the estimate needs the whole prompt), got chunk");
+  }
+  if (s.auto_risk > 0 && !s.layer_quota.empty()) {
+    return absl::InvalidArgumentError("KV budget auto:RISK and explicit layer budgets exclude each other");
+  }
   if (auto plan = ParseBudgetPlan(PlanOf(s)); !plan.ok()) return plan.status();
   if (PlanOf(s) == "ripple") {
     if (!s.ripple) {

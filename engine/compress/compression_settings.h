@@ -23,6 +23,9 @@ std::string_view CompressAtName(CompressAt at);
 struct CompressionSettings {
   std::string policy = "full";      // full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster
   double budget = 0.2;              // fraction of the prompt (<= 1) or tokens per layer (> 1)
+  // > 0: --kv-budget auto:RISK; the budget is picked per request at the end of the prompt,
+  // the smallest whose estimated risk is at most this (auto_budget.h). Needs prefill_end.
+  double auto_risk = 0;
   std::string plan;                 // uniform|pyramid|ripple; empty: pyramid for "pyramid", else uniform
   CompressAt at = CompressAt::kPrefillEnd;
   double first_stage_ratio = 0.5;   // CriticalKV

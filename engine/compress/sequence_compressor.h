@@ -53,6 +53,11 @@ class SequenceCompressor {
   const CompressibilityEstimate& compressibility() const { return compressibility_; }
   // Merge-reduce's bucket state (null unless the policy is mergereduce:*).
   const MergeReduce* merge_reduce() const { return merge_reduce_.get(); }
+  // Tokens per layer the sequence keeps, averaged over layers (with auto:RISK, what the
+  // estimate picked once the prompt is in).
+  double mean_quota() const;
+  // The estimate's risk (logit^2) at the entries each layer keeps; 0 before the prompt is in.
+  double EstimatedRisk() const;
 
  private:
   SequenceCompressor(const Model& model, const CompressionSettings& s, std::unique_ptr<KvPolicy> policy,
@@ -60,8 +65,12 @@ class SequenceCompressor {
                      int64_t prefill_chunk);
   absl::Status CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l);
   int64_t PagesFor(int64_t slots) const { return (slots + page_size_ - 1) / page_size_; }
-  // Merge-reduce and the compressibility estimate (sequence_compressor_merge_reduce.cc).
+  // Merge-reduce, the compressibility estimate and the auto budget
+  // (sequence_compressor_merge_reduce.cc). SetUpMergeReduce runs once from Create.
   void SetUpMergeReduce();
+  void BuildMergeReduce();
+  // auto:RISK, once the estimate is in: quotas from the estimate, buckets to match.
+  void ApplyAutoBudget();
   int64_t MergeReducePeakPages(bool decode_only) const;
   absl::Status MergeReduceStep(PagePool& pool, SequenceKv& seq, bool prompt_done);
   void ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done);

@@ -1,9 +1,11 @@
 // SequenceCompressor's merge-reduce path (buckets reduced after every step in place of
-// quota-triggered selection) and the prompt's compressibility estimate.
+// quota-triggered selection), the prompt's compressibility estimate, and the budget that
+// auto:RISK picks from it.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "engine/compress/auto_budget.h"
 #include "engine/compress/sequence_compressor.h"
 
 namespace kvserve {
@@ -17,6 +19,13 @@ void SequenceCompressor::SetUpMergeReduce() {
   const ModelConfig& c = model_.config;
   estimator_ = std::make_unique<CompressibilityEstimator>(c.n_layers, c.n_kv_heads, c.head_dim);
   estimated_len_.assign(static_cast<size_t>(c.n_layers), 0);
+  // auto:RISK knows its budget only at the end of the prompt; until then every layer may
+  // hold the whole prompt (prefill_end holds it anyway), which is what admission reserves.
+  if (settings_.auto_risk > 0) quotas_.assign(static_cast<size_t>(c.n_layers), std::max<int64_t>(1, prompt_len_));
+  BuildMergeReduce();
+}
+
+void SequenceCompressor::BuildMergeReduce() {
   if (!IsMergeReducePolicy(settings_.policy)) return;
   // A layer's quota is its steady-state size: the largest bucket size k whose bound over the
   // whole request (prompt + new tokens) fits the quota.
@@ -69,6 +78,28 @@ absl::Status SequenceCompressor::MergeReduceStep(PagePool& pool, SequenceKv& seq
   return absl::OkStatus();
 }
 
+void SequenceCompressor::ApplyAutoBudget() {
+  const ModelConfig& c = model_.config;
+  // At least the window and the sinks, which every policy keeps whatever the budget.
+  const int64_t k = AutoBudgetTokens(compressibility_, settings_.auto_risk, settings_.window + settings_.n_sink,
+                                     prompt_len_);
+  // A whole number of tokens: QuotasFor reads budgets above 1 as token counts.
+  settings_.budget = k > 1 ? static_cast<double>(k) : 1.0;
+  quotas_ = QuotasFor(settings_, c.n_layers, prompt_len_, page_size_);
+  BuildMergeReduce();
+}
+
+double SequenceCompressor::mean_quota() const {
+  double sum = 0;
+  for (int64_t q : quotas_) sum += static_cast<double>(std::min(q, prompt_len_ + max_new_));
+  return quotas_.empty() ? 0 : sum / static_cast<double>(quotas_.size());
+}
+
+double SequenceCompressor::EstimatedRisk() const {
+  if (compressibility_.empty()) return 0;
+  return compressibility_.RiskAt(static_cast<int64_t>(std::lround(std::min(mean_quota(), static_cast<double>(prompt_len_)))));
+}
+
 void SequenceCompressor::ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done) {
   if (!estimator_ || prompt_compressed_) return;
   const ModelConfig& c = model_.config;
@@ -82,6 +113,8 @@ void SequenceCompressor::ObservePrompt(Backend& backend, PagePool& pool, const S
   }
   if (prompt_done) {
     compressibility_ = estimator_->Estimate(window_, c.n_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));
+    // AfterStep compresses right after this, with the quotas picked here.
+    if (settings_.auto_risk > 0) ApplyAutoBudget();
   }
 }
 

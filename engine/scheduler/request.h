@@ -35,6 +35,11 @@ struct StreamEvent {
   // How compressible the prompt's cache looked (empty without compression): per layer and
   // mean trace, effective rank and spectral tail of the response-profile covariance.
   CompressibilityEstimate kv_compressibility;
+  // Tokens per layer the request's compression kept to, averaged over layers (what auto:RISK
+  // picked, or the fixed budget's quotas; 0 without compression), and the estimate's risk
+  // (logit^2) at that budget.
+  double kv_mean_quota = 0;
+  double kv_estimated_risk = 0;
 };
 
 // Called on the engine thread (never while the engine holds its lock, so it may Submit or
@@ -52,6 +57,7 @@ struct EngineRequest {
   // KV compression. Empty / zero fields take the server-wide defaults (SchedulerConfig).
   std::string kv_policy;                 // full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster
   double kv_budget = 0;                  // fraction of the prompt (<= 1) or tokens (> 1); 0 = default
+  double kv_auto_risk = 0;               // > 0: budget auto:RISK (compression_settings.h); 0 = default
   std::string kv_plan;                   // per-layer budget plan: uniform|pyramid; empty = default
   std::string kv_compress_at;            // prefill_end|chunk; empty = default
   double kv_first_stage_ratio = 0;       // CriticalKV stage-1 share in (0, 1]; 0 = default

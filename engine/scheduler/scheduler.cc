@@ -55,7 +55,12 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
 CompressionSettings CompressionFor(const EngineRequest& r, const CompressionSettings& defaults) {
   CompressionSettings s = defaults;
   if (!r.kv_policy.empty()) s.policy = r.kv_policy;
-  if (r.kv_budget != 0) s.budget = r.kv_budget;
+  // A request's own budget replaces the server's, fixed or auto.
+  if (r.kv_budget != 0) {
+    s.budget = r.kv_budget;
+    s.auto_risk = 0;
+  }
+  if (r.kv_auto_risk != 0) s.auto_risk = r.kv_auto_risk;
   if (!r.kv_plan.empty()) s.plan = r.kv_plan;
   if (r.kv_first_stage_ratio != 0) s.first_stage_ratio = r.kv_first_stage_ratio;
   if (r.kv_window != 0) s.window = r.kv_window;
@@ -234,7 +239,11 @@ void TokenLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n,
 void Scheduler::FillUsage(const Sequence& s, StreamEvent* e) const {
   for (int64_t len : s.kv.layer_len) e->kv_tokens_kept += len;
   if (s.compressor) e->kv_entries_evicted = s.compressor->stats().evicted_slots;
-  if (s.compressor) e->kv_compressibility = s.compressor->compressibility();
+  if (s.compressor) {
+    e->kv_compressibility = s.compressor->compressibility();
+    e->kv_mean_quota = s.compressor->mean_quota();
+    e->kv_estimated_risk = s.compressor->EstimatedRisk();
+  }
   e->peak_kv_bytes = s.peak_pages_held * PagePool::PageBytes(pool_.shape());
   // A request that never left the queue waited until now.
   const auto admitted = s.kv.reserved_pages > 0 || s.cached > 0 ? s.admitted : std::chrono::steady_clock::now();
