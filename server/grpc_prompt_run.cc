@@ -79,6 +79,15 @@ void PromptRun::Finish(const StreamEvent& e, bool with_output, ServerMetrics& me
   u->set_kv_tokens_kept(e.kv_tokens_kept);
   u->set_kv_entries_evicted(e.kv_entries_evicted);
   u->set_peak_kv_bytes(e.peak_kv_bytes);
+  const CompressibilityEstimate& est = e.kv_compressibility;
+  if (!est.empty()) {
+    v1::KvCompressibility* k = u->mutable_kv_compressibility();
+    k->set_trace(est.mean.trace);
+    k->set_effective_rank(est.mean.effective_rank);
+    k->set_spectral_tail(est.mean.spectral_tail);
+    k->set_risk(e.kv_estimated_risk);
+    k->set_budget_tokens(e.kv_mean_quota);
+  }
 
   RequestOutcome o;
   o.finish_reason = MetricReason(reason);
@@ -95,6 +104,12 @@ void PromptRun::Finish(const StreamEvent& e, bool with_output, ServerMetrics& me
   if (e.kv_tokens_kept > 0 && full > 0) o.compression_ratio = static_cast<double>(e.kv_tokens_kept) / full;
   o.kv_policy = kv_policy_;
   o.kv_entries_evicted = e.kv_entries_evicted;
+  if (!est.empty()) {
+    o.kv_response_trace = est.mean.trace;
+    o.kv_effective_rank = est.mean.effective_rank;
+    o.kv_spectral_tail = est.mean.spectral_tail;
+    o.kv_estimated_risk = e.kv_estimated_risk;
+  }
   metrics.ObserveRequest(o);
 
   v1::Timings* t = out->mutable_timings();

@@ -86,6 +86,15 @@ absl::Status CheckKv(const ServeContext& ctx, const v1::KvCacheParams& kv) {
       return Bad("kv.budget ", b, " is above 1, so it counts tokens and must be a whole number");
     }
   }
+  if (kv.has_budget_auto_risk()) {
+    const double r = kv.budget_auto_risk();
+    if (!(std::isfinite(r) && r > 0)) return Bad("kv.budget_auto_risk must be > 0, got ", r);
+    if (kv.has_budget()) return Bad("kv.budget and kv.budget_auto_risk exclude each other; set one");
+    if (kv.layer_budgets_size() > 0) return Bad("kv.layer_budgets and kv.budget_auto_risk exclude each other; set one");
+    if (kv.compress_at() == "chunk") {
+      return Bad("kv.budget_auto_risk needs kv.compress_at prefill_end (the estimate needs the whole prompt), got chunk");
+    }
+  }
   if (!kv.budget_plan().empty() && !OneOf(kv.budget_plan(), {"uniform", "pyramid", "ripple"})) {
     return Bad("kv.budget_plan '", kv.budget_plan(), "' is unknown; use uniform, pyramid or ripple");
   }
@@ -204,6 +213,7 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
     const v1::KvCacheParams& kv = req.kv();
     r.kv_policy = kv.policy();
     r.kv_budget = kv.has_budget() ? kv.budget() : 0;
+    r.kv_auto_risk = kv.has_budget_auto_risk() ? kv.budget_auto_risk() : 0;
     r.kv_plan = kv.budget_plan();
     r.kv_compress_at = kv.compress_at();
     r.kv_first_stage_ratio = kv.has_first_stage_ratio() ? kv.first_stage_ratio() : 0;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/compress/auto_budget.h"
 
 namespace kvserve {
 
@@ -14,8 +15,9 @@ const std::vector<std::string>& KvFlagNames() {
 
 const char* KvFlagsHelp() {
   return "  [--kv-policy full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster=full]\n"
-         "  [--kv-budget F|N=0.2]"
-         "  (fraction <= 1 of the prompt, or tokens per layer) [--budget-plan uniform|pyramid|ripple:PROFILE.json]\n"
+         "  [--kv-budget F|N|auto:RISK=0.2]"
+         "  (fraction <= 1 of the prompt, tokens per layer, or picked per request from the prompt's\n"
+         "  estimated risk, with prefill_end) [--budget-plan uniform|pyramid|ripple:PROFILE.json]\n"
          "  [--ripple-r R=8] [--ripple-gamma G=4] [--compress-at prefill_end|chunk=prefill_end]\n"
          "  [--kv-window N=64] [--first-stage-ratio R=0.5] [--pool-kernel K=5] [--sink-tokens N=4]\n"
          "  [--reduce-protected-dims M=128 (mergereduce:cluster, capped at head_dim)]\n";
@@ -41,7 +43,15 @@ absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, const 
     if (!at.ok()) return absl::InvalidArgumentError(absl::StrCat("--compress-at: ", at.status().message()));
     s.at = *at;
   }
-  absl::StatusOr<double> budget = a.GetDouble("kv-budget", s.budget),
+  // --kv-budget auto:RISK picks the budget per request (auto_budget.h); a number fixes it.
+  const std::optional<std::string> budget_text = a.Get("kv-budget");
+  const bool auto_budget = budget_text && absl::StartsWith(*budget_text, "auto");
+  if (auto_budget) {
+    absl::StatusOr<double> risk = ParseAutoBudget(*budget_text);
+    if (!risk.ok()) return absl::InvalidArgumentError(absl::StrCat("--kv-budget: ", risk.status().message()));
+    s.auto_risk = *risk;
+  }
+  absl::StatusOr<double> budget = auto_budget ? absl::StatusOr<double>(s.budget) : a.GetDouble("kv-budget", s.budget),
                          ratio = a.GetDouble("first-stage-ratio", s.first_stage_ratio),
                          r = a.GetDouble("ripple-r", s.ripple_params.r),
                          gamma = a.GetDouble("ripple-gamma", s.ripple_params.gamma);

@@ -27,6 +27,14 @@ Histogram::BucketBoundaries TokenBuckets() {
 }
 const Histogram::BucketBoundaries kRatioBuckets = {0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3,
                                                    0.4,  0.5,  0.6,  0.7, 0.8,  0.9, 1.0};
+// logit^2, 0.001 .. ~1000, about 2x apart: the trace of the response covariance and the risk.
+Histogram::BucketBoundaries LogitSquaredBuckets() {
+  Histogram::BucketBoundaries b;
+  for (double v = 0.001; v <= 1100; v *= 2) b.push_back(v);
+  return b;
+}
+// Directions, 1 .. 128 (head_dim at most).
+const Histogram::BucketBoundaries kRankBuckets = {1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
 const Histogram::BucketBoundaries kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 
 const char* const kFinishReasons[] = {"length", "eos", "stop_sequence", "stop_token", "cancelled", "error"};
@@ -63,6 +71,20 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r)
       compression_ratio_(One(HistFamily(r, "kvserve_request_kv_compression_ratio",
                                         "KV entries a request kept over what a full cache holds (1 = no compression)."),
                              kRatioBuckets)),
+      response_trace_(One(HistFamily(r, "kvserve_request_kv_response_trace",
+                                     "Per request: variance of a window query's logit across the prompt's KV entries "
+                                     "(logit^2, mean over layers); the spread compression has to summarize."),
+                          LogitSquaredBuckets())),
+      effective_rank_(One(HistFamily(r, "kvserve_request_kv_effective_rank",
+                                     "Per request: effective rank of the KV entries' response covariance (mean over "
+                                     "layers); in how many directions the responses spread."),
+                          kRankBuckets)),
+      spectral_tail_(One(HistFamily(r, "kvserve_request_kv_spectral_tail",
+                                    "Per request: share of the response variance outside the top 8 directions."),
+                         kRatioBuckets)),
+      estimated_risk_(One(HistFamily(r, "kvserve_request_kv_estimated_risk",
+                                     "Per request: estimated distortion (logit^2) of the budget the request kept."),
+                          LogitSquaredBuckets())),
       prompt_tokens_(One(prometheus::BuildCounter()
                              .Name("kvserve_prompt_tokens_total")
                              .Help("Prompt tokens of finished requests.")
@@ -113,6 +135,10 @@ void ServerMetrics::ObserveRequest(const RequestOutcome& o) {
   if (o.ttft_seconds >= 0) ttft_.Observe(o.ttft_seconds);
   if (o.mean_itl_seconds >= 0) itl_.Observe(o.mean_itl_seconds);
   if (o.compression_ratio >= 0) compression_ratio_.Observe(o.compression_ratio);
+  if (o.kv_response_trace >= 0) response_trace_.Observe(o.kv_response_trace);
+  if (o.kv_effective_rank >= 0) effective_rank_.Observe(o.kv_effective_rank);
+  if (o.kv_spectral_tail >= 0) spectral_tail_.Observe(o.kv_spectral_tail);
+  if (o.kv_estimated_risk >= 0) estimated_risk_.Observe(o.kv_estimated_risk);
   if (o.kv_entries_evicted > 0) {
     evicted_.Add({{"policy", o.kv_policy}})
         .Increment(static_cast<double>(o.kv_entries_evicted));

@@ -28,6 +28,11 @@ struct RequestOutcome {
   double compression_ratio = -1;  // KV entries kept / full cache; < 0 when not reported
   std::string kv_policy;          // the policy that ran (the server default resolved)
   int64_t kv_entries_evicted = 0;
+  // The prompt's compressibility estimate (compressibility.h); < 0 when not made.
+  double kv_response_trace = -1;
+  double kv_effective_rank = -1;
+  double kv_spectral_tail = -1;
+  double kv_estimated_risk = -1;
 };
 
 class ServerMetrics {
@@ -47,6 +52,10 @@ class ServerMetrics {
   prometheus::Histogram& prompt_tokens_hist_;
   prometheus::Histogram& generation_tokens_hist_;
   prometheus::Histogram& compression_ratio_;
+  prometheus::Histogram& response_trace_;
+  prometheus::Histogram& effective_rank_;
+  prometheus::Histogram& spectral_tail_;
+  prometheus::Histogram& estimated_risk_;
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& generation_tokens_;
   prometheus::Family<prometheus::Counter>& finished_;

@@ -61,6 +61,16 @@ std::vector<BadCase> Cases() {
       {"zero_budget", [](R& r) { r.mutable_kv()->set_budget(0); }, kInvalid, "kv.budget must be > 0, got 0"},
       {"fractional_token_budget", [](R& r) { r.mutable_kv()->set_budget(10.5); }, kInvalid, "whole number"},
       {"unknown_budget_plan", [](R& r) { r.mutable_kv()->set_budget_plan("zigzag"); }, kInvalid, "kv.budget_plan"},
+      {"zero_auto_risk", [](R& r) { r.mutable_kv()->set_budget_auto_risk(0); }, kInvalid,
+       "kv.budget_auto_risk must be > 0, got 0"},
+      {"auto_risk_and_budget", [](R& r) {
+         r.mutable_kv()->set_budget_auto_risk(0.5);
+         r.mutable_kv()->set_budget(0.2);
+       }, kInvalid, "kv.budget and kv.budget_auto_risk exclude each other"},
+      {"auto_risk_in_chunk_mode", [](R& r) {
+         r.mutable_kv()->set_budget_auto_risk(0.5);
+         r.mutable_kv()->set_compress_at("chunk");
+       }, kInvalid, "needs kv.compress_at prefill_end"},
       {"layer_budgets_wrong_count", [](R& r) { r.mutable_kv()->add_layer_budgets(64); }, kInvalid,
        "kv.layer_budgets has 1 entries, the model has 2 layers"},
       {"empty_stop_sequence", [](R& r) { r.mutable_stopping()->add_stop_sequences(""); }, kInvalid,

@@ -134,6 +134,37 @@ TEST(GrpcE2eTest, OneUnaryCallBatchesManyPromptsInOrder) {
   }
 }
 
+TEST(GrpcE2eTest, AutoBudgetReportsItsEstimateInUsageAndMetrics) {
+  auto server = ServerProcess::Start();
+  ASSERT_NE(server, nullptr);
+  std::string prompt;
+  for (int i = 0; i < 60; ++i) prompt += "word" + std::to_string(i * 7 % 23) + " ";
+  v1::GenerateRequest req = Request({prompt, 4, 0, 0});
+  req.mutable_kv()->set_policy("snapkv");
+  req.mutable_kv()->set_window(8);
+  req.mutable_kv()->set_budget_auto_risk(0.5);
+  auto stub = v1::Generation::NewStub(server->Channel());
+  grpc::ClientContext ctx;
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(stub->Generate(&ctx, req, &resp).ok());
+  ASSERT_EQ(resp.completions_size(), 1);
+  const v1::Usage& u = resp.completions(0).usage();
+  ASSERT_TRUE(u.has_kv_compressibility());
+  const v1::KvCompressibility& k = u.kv_compressibility();
+  EXPECT_GT(k.trace(), 0);
+  EXPECT_GE(k.effective_rank(), 1);
+  EXPECT_GE(k.spectral_tail(), 0);
+  EXPECT_LE(k.spectral_tail(), 1);
+  // At least the window and the sinks, at most the prompt.
+  EXPECT_GE(k.budget_tokens(), 8 + 4);
+  EXPECT_LE(k.budget_tokens(), u.prompt_tokens());
+  const std::string metrics = server->Metrics();
+  for (const char* name : {"kvserve_request_kv_response_trace_count 1", "kvserve_request_kv_effective_rank_count 1",
+                           "kvserve_request_kv_spectral_tail_count 1", "kvserve_request_kv_estimated_risk_count 1"}) {
+    EXPECT_NE(metrics.find(name), std::string::npos) << name;
+  }
+}
+
 TEST(GrpcE2eTest, LogprobsComeWithEveryTokenUnaryAndStreamed) {
   auto server = ServerProcess::Start();
   ASSERT_NE(server, nullptr);
