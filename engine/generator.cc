@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "engine/compress/device_compressor.h"
 #include "engine/kv/kv_memory.h"
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward.h"
@@ -71,10 +72,11 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
   const ModelConfig& c = model.config;
   const int64_t prompt_len = static_cast<int64_t>(prompt.size());
   std::unique_ptr<SequenceCompressor> compressor;
-  if (o.compression.active() && !backend.HostMemory()) {
-    // Scoring and compaction read the pages on the host; they have no device version yet.
-    return absl::UnimplementedError(absl::StrCat("KV compression (--kv-policy ", o.compression.policy,
-                                                 ") runs on the CPU backend only; use --device cpu"));
+  if (o.compression.active() && !backend.HostMemory() && !DeviceSelectionFor(o.compression)) {
+    // Only SnapKV-scored policies have device kernels; the others read the pages on the host.
+    return absl::UnimplementedError(absl::StrCat("KV compression --kv-policy ", o.compression.policy,
+                                                 " runs on the CPU backend only (snapkv, pyramid and criticalkv "
+                                                 "also run on CUDA); use --device cpu"));
   }
   if (o.compression.active()) {
     auto made = SequenceCompressor::Create(model, o.compression, prompt_len, o.max_new_tokens, o.page_size,

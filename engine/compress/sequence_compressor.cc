@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "engine/compress/compaction.h"
 #include "engine/compress/criticalkv_policy.h"
+#include "engine/compress/device_compressor.h"
 
 namespace kvserve {
 
@@ -34,6 +36,8 @@ SequenceCompressor::SequenceCompressor(const Model& model, const CompressionSett
                         std::vector<std::vector<float>>(static_cast<size_t>(model.config.n_kv_heads)));
   }
 }
+
+SequenceCompressor::~SequenceCompressor() = default;
 
 int64_t SequenceCompressor::DecodePeakPages() const {
   if (merge_reduce_) return MergeReducePeakPages(/*decode_only=*/true);
@@ -73,6 +77,23 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
   r.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   r.wo = model_.weights.layers[l].wo;
   r.n_keep = std::min(quotas_[l], len);
+  if (!pool.host_memory()) {
+    // Pages in device memory: select and compact there (the host path below reads pages).
+    if (!device_) {
+      const std::optional<DeviceSelectionSpec> spec = DeviceSelectionFor(settings_);
+      if (!spec) {
+        return absl::UnimplementedError(absl::StrCat("KV policy ", settings_.policy,
+                                                     " has no device form; snapkv, pyramid and criticalkv do"));
+      }
+      device_ = std::make_unique<DeviceLayerCompressor>(backend, *spec, c.n_layers);
+    }
+    if (absl::Status st = device_->Compress(r, pool, seq, l); !st.ok()) return st;
+    // Enqueue time: the device work finishes asynchronously, so this is not its duration.
+    stats_.select_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    stats_.evicted_slots += len - seq.layer_len[l];
+    ++stats_.compactions;
+    return absl::OkStatus();
+  }
   if (!value_norms_.empty()) {
     // Project only the entries that arrived since the last selection.
     auto& per_head = value_norms_[l];
@@ -104,7 +125,12 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
 }
 
 absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done) {
-  ObservePrompt(backend, pool, seq, prompt_done);
+  if (!pool.host_memory() && (merge_reduce_ || settings_.auto_risk > 0)) {
+    return absl::UnimplementedError(
+        "merge-reduce and auto:RISK budgets read the pages on the host; their pool must be in host memory");
+  }
+  // The compressibility estimate reads pages on the host; a device pool goes without it.
+  if (pool.host_memory()) ObservePrompt(backend, pool, seq, prompt_done);
   if (merge_reduce_) return MergeReduceStep(pool, seq, prompt_done);
   const int64_t n_layers = static_cast<int64_t>(quotas_.size());
   const bool prompt_end = prompt_done && !prompt_compressed_;

@@ -17,6 +17,8 @@
 
 namespace kvserve {
 
+class DeviceLayerCompressor;
+
 struct CompressionStats {
   int64_t compactions = 0;       // layer compactions run
   int64_t evicted_slots = 0;     // slots dropped, summed over layers
@@ -32,6 +34,8 @@ class SequenceCompressor {
                                                                     const CompressionSettings& settings,
                                                                     int64_t prompt_len, int64_t max_new_tokens,
                                                                     int64_t page_size, int64_t prefill_chunk);
+
+  ~SequenceCompressor();
 
   // Where the forward pass records this sequence's queries.
   QueryWindow* window() { return &window_; }
@@ -95,6 +99,9 @@ class SequenceCompressor {
   // slots computed so far, kept in step with compaction so each entry is projected once.
   std::vector<std::vector<std::vector<float>>> value_norms_;
   std::vector<float> norms_flat_, norms_fresh_;  // scratch
+  // Selection and compaction for a pool in device memory (device_compressor.h), made on
+  // the first layer compressed on such a backend.
+  std::unique_ptr<DeviceLayerCompressor> device_;
 };
 
 }  // namespace kvserve

@@ -4,6 +4,8 @@
 #include "kernels/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -149,6 +151,24 @@ class CudaBackend final : public Backend {
   }
   void Add(float* x, const float* y, int64_t n) override { cuda::Add(x, y, n, stream_); }
 
+  // KV compression: the page list goes up with the metadata; everything else stays on the
+  // device, so a layer's selection and compaction never wait for the device.
+  void SnapKvScores(const PagedKv& kv, const int32_t* pages, int64_t len, const float* window, int64_t w,
+                    const AttentionShape& shape, int64_t pool_kernel, float* scores) override;
+  void ProjectedValueNorms(const PagedKv& kv, const int32_t* pages, int64_t first, int64_t len, const WeightView& wo,
+                           int64_t n_heads, float* norms, int64_t stride) override;
+  void CriticalKvScores(const float* base, const float* norms, int64_t norms_stride, int64_t heads, int64_t len,
+                        int64_t n_first, float eps, float* merged) override;
+  void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int32_t* slots) override {
+    cuda::TopKPerHead(scores, slots, compress_.Get(cuda::TopKScratchBytes(heads, len)), heads, len, k, stream_);
+  }
+  void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
+                 int64_t k) override;
+  void GatherPerHead(const float* src, int64_t src_stride, const int32_t* slots, int64_t heads, int64_t k, float* dst,
+                     int64_t dst_stride) override {
+    cuda::GatherPerHead(src, slots, dst, heads, k, src_stride, dst_stride, stream_);
+  }
+
   cudaStream_t stream() const { return stream_; }
   void ArgmaxRows(const float* logits, int32_t* host_ids, int64_t rows, int64_t vocab) {
     auto* ids = static_cast<int32_t*>(ids_.Get(sizeof(int32_t) * std::max<int64_t>(rows, 1)));
@@ -163,8 +183,54 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   MetaUpload meta_;
   Scratch meta_dev_, x_bf16_, part_, ids_;
+  Scratch compress_, first_slots_;  // KV compression scratch; stage-1 slots of CriticalKV
   std::vector<int32_t> slots_;
+
+  const int32_t* UploadPages(const int32_t* pages, int64_t len, int64_t page_size) {
+    const size_t off = meta_.Add(pages, static_cast<size_t>((len + page_size - 1) / page_size));
+    return reinterpret_cast<const int32_t*>(meta_.Send(meta_dev_, stream_) + off);
+  }
 };
+
+void CudaBackend::SnapKvScores(const PagedKv& kv, const int32_t* pages, int64_t len, const float* window, int64_t w,
+                               const AttentionShape& shape, int64_t pool_kernel, float* scores) {
+  if (!cuda::SnapKvScoresSupported(kv.head_dim)) {
+    std::fprintf(stderr, "kvserve: SnapKV scores on CUDA need head_dim %% 4 == 0 and <= 256, got %lld\n",
+                 static_cast<long long>(kv.head_dim));
+    std::abort();
+  }
+  const int32_t* dpages = UploadPages(pages, len, kv.page_size);
+  void* scratch = compress_.Get(cuda::SnapKvScratchBytes(len, w, kv.n_kv_heads, shape.n_heads));
+  cuda::SnapKvScores(kv.k, kv.log_w, dpages, window, scores, scratch, len, w, kv.page_size, kv.n_kv_heads,
+                     kv.head_dim, shape.n_heads, shape.scale, pool_kernel, stream_);
+}
+
+void CudaBackend::ProjectedValueNorms(const PagedKv& kv, const int32_t* pages, int64_t first, int64_t len,
+                                      const WeightView& wo, int64_t n_heads, float* norms, int64_t stride) {
+  const __nv_bfloat16* w = weights_->Bf16(wo);
+  const int32_t* dpages = UploadPages(pages, len, kv.page_size);
+  cuda::ProjectedValueNorms(kv.v, dpages, w, norms, first, len, kv.page_size, kv.n_kv_heads, kv.head_dim, n_heads,
+                            wo.rows, stride, stream_);
+}
+
+void CudaBackend::CriticalKvScores(const float* base, const float* norms, int64_t norms_stride, int64_t heads,
+                                   int64_t len, int64_t n_first, float eps, float* merged) {
+  int32_t* first = nullptr;
+  if (n_first > 0) {
+    first = static_cast<int32_t*>(first_slots_.Get(sizeof(int32_t) * heads * n_first));
+    TopKPerHead(base, heads, len, n_first, first);
+  }
+  cuda::CriticalKvMerge(base, norms, first, merged, heads, len, norms_stride, n_first, eps, stream_);
+}
+
+void CudaBackend::CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots,
+                            const float* new_log_w, int64_t k) {
+  if (k <= 0) return;
+  const int32_t* dpages = UploadPages(pages, len, kv.page_size);
+  void* scratch = compress_.Get(cuda::CompactKvScratchBytes(k, kv.n_kv_heads, kv.head_dim));
+  cuda::CompactKv(kv.k, kv.v, kv.log_w, dpages, slots, new_log_w, scratch, k, kv.page_size, kv.n_kv_heads,
+                  kv.head_dim, stream_);
+}
 
 void CudaBackend::Attention(const PagedKv& kv, const AttentionBatch& batch, const AttentionShape& shape,
                             const float* q, float* out) {

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace kvserve::cuda {
@@ -53,6 +54,71 @@ void WriteKv(float* k_pages,        // [num_pages, page_size, n_kv_heads, head_d
 void ArgmaxRows(const float* logits,  // [rows, vocab]
                 int32_t* out,         // [rows]
                 int64_t rows, int64_t vocab, cudaStream_t stream);
+
+// --- KV compression (one layer of one sequence; `pages` is its page list in slot order, so
+// slot s of KV head h is row (pages[s / page_size] * page_size + s % page_size) * n_kv_heads + h).
+// The CPU references with the same shapes are in kernels/cpu/kv_compress_ops.h.
+
+// snapkv_scores.cu: SnapKV window scores in fp32. Two passes over the keys (softmax max and
+// denominator per (window query, head) online, then the normalized probabilities summed per
+// key), so no [w, len, heads] tensor exists; then the pool and the window entries' score.
+// head_dim % 4 == 0 and head_dim <= 256.
+bool SnapKvScoresSupported(int64_t head_dim);
+size_t SnapKvScratchBytes(int64_t len, int64_t w, int64_t n_kv_heads, int64_t n_heads);
+void SnapKvScores(const float* k_pages,  // [num_pages, page_size, n_kv_heads, head_dim]
+                  const float* log_w,    // [num_pages, page_size, n_kv_heads]
+                  const int32_t* pages,  // [ceil(len / page_size)]
+                  const float* window,   // [w, n_heads, head_dim], the last w queries
+                  float* scores,         // [n_kv_heads, len]
+                  void* scratch,         // [SnapKvScratchBytes(...)] bytes
+                  int64_t len, int64_t w, int64_t page_size, int64_t n_kv_heads, int64_t head_dim, int64_t n_heads,
+                  float scale, int64_t pool_kernel, cudaStream_t stream);
+
+// value_norms.cu: CriticalKV's projected value norms, v (as bf16) times W_O^h on tensor cores
+// (wmma 16x16x16, fp32 accumulate) with |.| summed from each tile as it is produced, so the
+// [n, hidden] product is never written; head_dim 64 or 128 and hidden % 16 == 0, else an fp32
+// CUDA-core kernel.
+void ProjectedValueNorms(const float* v_pages,      // [num_pages, page_size, n_kv_heads, head_dim]
+                         const int32_t* pages,      // [ceil(len / page_size)]
+                         const __nv_bfloat16* wo,   // [hidden, n_heads * head_dim]
+                         float* norms,              // [n_kv_heads, stride], columns [first, len) written
+                         int64_t first, int64_t len, int64_t page_size, int64_t n_kv_heads, int64_t head_dim,
+                         int64_t n_heads, int64_t hidden, int64_t stride, cudaStream_t stream);
+// value_norms.cu: merged = (base + eps) * norms, then FLT_MAX at each head's stage-1 slots.
+void CriticalKvMerge(const float* base,          // [heads, len]
+                     const float* norms,         // [heads, norms_stride]
+                     const int32_t* first_slots, // [heads, n_first], may be null when n_first == 0
+                     float* merged,              // [heads, len]
+                     int64_t heads, int64_t len, int64_t norms_stride, int64_t n_first, float eps,
+                     cudaStream_t stream);
+
+// topk_per_head.cu: per-head top-k with CUB: one stable radix sort of (head, score
+// descending) keys with slot values over all heads at once (ties keep the lower slot first),
+// then the kept slots flagged and compacted in ascending order.
+size_t TopKScratchBytes(int64_t heads, int64_t len);
+void TopKPerHead(const float* scores,  // [heads, len]
+                 int32_t* slots,       // [heads, k], ascending per head
+                 void* scratch,        // [TopKScratchBytes(heads, len)] bytes
+                 int64_t heads, int64_t len, int64_t k, cudaStream_t stream);
+
+// kv_compaction.cu: each head's kept entries to its leading slots, through a scratch of at
+// most kCompactChunk slots at a time (chunks run in order, and kept slots ascend, so a chunk
+// never overwrites an entry a later chunk reads).
+constexpr int64_t kCompactChunk = 4096;
+size_t CompactKvScratchBytes(int64_t k, int64_t n_kv_heads, int64_t head_dim);
+void CompactKv(float* k_pages,           // [num_pages, page_size, n_kv_heads, head_dim]
+               float* v_pages,           // [num_pages, page_size, n_kv_heads, head_dim]
+               float* log_w,             // [num_pages, page_size, n_kv_heads]
+               const int32_t* pages,     // [ceil(len / page_size)]
+               const int32_t* slots,     // [n_kv_heads, k], ascending per head
+               const float* new_log_w,   // [n_kv_heads, k], or null: each entry keeps its own
+               void* scratch,            // [CompactKvScratchBytes(k, n_kv_heads, head_dim)] bytes
+               int64_t k, int64_t page_size, int64_t n_kv_heads, int64_t head_dim, cudaStream_t stream);
+// kv_compaction.cu: dst[h, i] = src[h, slots[h, i]].
+void GatherPerHead(const float* src,      // [heads, src_stride]
+                   const int32_t* slots,  // [heads, k]
+                   float* dst,            // [heads, dst_stride], not overlapping src
+                   int64_t heads, int64_t k, int64_t src_stride, int64_t dst_stride, cudaStream_t stream);
 
 }  // namespace kvserve::cuda
 

@@ -1,0 +1,57 @@
+// CPU references of the KV compression ops (scoring, per-head top-k, compaction): plain
+// loops with the same argument shapes as the CUDA launchers in kernels/cuda/cuda_ops.h. They
+// are the oracle for the CUDA kernels and must agree with engine/compress's policies.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace kvserve::cpu {
+
+// snapkv_scores.cc. SnapKV's score of one layer, scores [n_kv_heads, len]:
+//   m = len - w; window query i (0-based, at slot m + i) of query head h sees slots [0, m + i]
+//   with logits q . k_s * scale + log_w[s]; attn[h, s] = mean over i of its softmax, s < m;
+//   pooled[h, s] = sum of attn[h, t] over t in [s - kernel/2, s + kernel/2] within [0, m),
+//   divided by kernel (zero padding); scores[g, s] = mean of pooled over g's query heads.
+//   The window's own slots [m, len) score max(0, every other score) + 1 (as kvpress).
+// window [w, n_heads, head_dim]; pages [ceil(len / page_size)].
+void SnapKvScores(const PagedKv& kv, const int32_t* pages, int64_t len, const float* window, int64_t w,
+                  int64_t n_heads, float scale, int64_t pool_kernel, float* scores);
+
+// value_norms.cc. norms [n_kv_heads, stride], columns [first, len): the mean over the query
+// heads h of KV head g of sum_o |sum_e v[s, g, e] * wo[o, h * head_dim + e]|.
+// wo [hidden, n_heads * head_dim].
+void ProjectedValueNorms(const PagedKv& kv, const int32_t* pages, int64_t first, int64_t len, const float* wo,
+                         int64_t hidden, int64_t n_heads, float* norms, int64_t stride);
+
+// value_norms.cc. merged [heads, len]: FLT_MAX for the n_first best entries of each head by
+// base [heads, len] (TopKPerHead's order), (base + eps) * norms elsewhere; norms
+// [heads, norms_stride].
+void CriticalKvScores(const float* base, const float* norms, int64_t norms_stride, int64_t heads, int64_t len,
+                      int64_t n_first, float eps, float* merged);
+
+// topk_per_head.cc. slots [heads, k], ascending per head: the k best of scores [heads, len]
+// under one total order, higher score first and, for equal scores, lower slot first (the
+// rule of engine/compress/selection_util.h's TopNAscending). -0.0 equals +0.0.
+void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int32_t* slots);
+
+// kv_compaction.cc. For each KV head h and i < k (slots [n_kv_heads, k] ascending per head):
+// K and V of slot slots[h, i] go to slot i, with log-weight new_log_w[h, i] ([n_kv_heads, k])
+// or, when new_log_w is null, the entry's own. freed (may be null) receives the pages the
+// layer no longer needs: pages[ceil(k / page_size) .. ceil(len / page_size)), the ones the
+// pool takes back.
+void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
+               int64_t k, std::vector<int32_t>* freed);
+
+// kv_compaction.cc. dst[h, i] = src[h, slots[h, i]]; src [heads, src_stride], dst
+// [heads, dst_stride] (not overlapping src), slots [heads, k].
+void GatherPerHead(const float* src, int64_t src_stride, const int32_t* slots, int64_t heads, int64_t k, float* dst,
+                   int64_t dst_stride);
+
+// The element offset (in [num_pages, page_size, n_kv_heads] units) of slot s of head h.
+inline int64_t KvOffset(const PagedKv& kv, const int32_t* pages, int64_t s, int64_t h) {
+  return (static_cast<int64_t>(pages[s / kv.page_size]) * kv.page_size + s % kv.page_size) * kv.n_kv_heads + h;
+}
+
+}  // namespace kvserve::cpu

@@ -1,0 +1,132 @@
+// Per-head top-k for all KV heads of a layer at once. One stable CUB radix sort over
+// heads * len items orders (head, score descending) keys with slot values; stability keeps
+// equal scores in ascending slot order, which is exactly the CPU rule (higher score first,
+// then lower slot). The first k of each head are flagged, and a CUB select compacts the
+// flagged (head, slot) indices, which come out in ascending slot order per head.
+#include <algorithm>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_select.cuh>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace kvserve::cuda {
+namespace {
+
+size_t Align(size_t b) { return (b + 255) / 256 * 256; }
+
+int HeadBits(int64_t heads) {
+  int bits = 0;
+  while ((int64_t{1} << bits) < heads) ++bits;
+  return bits;
+}
+
+struct Layout {
+  unsigned long long *keys_in, *keys_out;  // [n]
+  int32_t *vals_in, *vals_out;             // [n] slot within the head
+  int32_t* index;                          // [n] global index h * len + s
+  int32_t* selected;                       // [n] flagged indices, compacted
+  int32_t* n_selected;                     // [1]
+  unsigned char* flags;                    // [n]
+  void* temp;
+  size_t temp_bytes;
+};
+
+size_t CubTempBytes(int64_t n, int64_t heads) {
+  size_t sort = 0, select = 0;
+  KVSERVE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort, static_cast<unsigned long long*>(nullptr),
+                                                     static_cast<unsigned long long*>(nullptr),
+                                                     static_cast<int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+                                                     n, 0, 32 + HeadBits(heads)));
+  KVSERVE_CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, select, static_cast<int32_t*>(nullptr),
+                                                static_cast<unsigned char*>(nullptr), static_cast<int32_t*>(nullptr),
+                                                static_cast<int32_t*>(nullptr), n));
+  return std::max(sort, select);
+}
+
+Layout MakeLayout(void* scratch, int64_t n, int64_t heads) {
+  Layout l;
+  auto* p = static_cast<unsigned char*>(scratch);
+  auto take = [&p](size_t bytes) {
+    void* r = p;
+    p += Align(bytes);
+    return r;
+  };
+  l.keys_in = static_cast<unsigned long long*>(take(sizeof(unsigned long long) * n));
+  l.keys_out = static_cast<unsigned long long*>(take(sizeof(unsigned long long) * n));
+  l.vals_in = static_cast<int32_t*>(take(sizeof(int32_t) * n));
+  l.vals_out = static_cast<int32_t*>(take(sizeof(int32_t) * n));
+  l.index = static_cast<int32_t*>(take(sizeof(int32_t) * n));
+  l.selected = static_cast<int32_t*>(take(sizeof(int32_t) * n));
+  l.n_selected = static_cast<int32_t*>(take(sizeof(int32_t)));
+  l.flags = static_cast<unsigned char*>(take(n));
+  l.temp_bytes = CubTempBytes(n, heads);
+  l.temp = take(l.temp_bytes);
+  return l;
+}
+
+// key = head << 32 | bits that sort ascending as the score descends.
+__global__ void MakeKeysKernel(const float* __restrict__ scores,           // [heads, len]
+                               unsigned long long* __restrict__ keys,      // [heads * len]
+                               int32_t* __restrict__ slots,                // [heads * len]
+                               int32_t* __restrict__ index,                // [heads * len]
+                               unsigned char* __restrict__ flags,          // [heads * len]
+                               int64_t len, int64_t n) {
+  const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  const int64_t h = p / len;
+  float f = scores[p];
+  if (f == 0.0f) f = 0.0f;  // -0.0 ties with +0.0, as under the CPU's operator==
+  const unsigned u = __float_as_uint(f);
+  const unsigned ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // float order as unsigned order
+  keys[p] = (static_cast<unsigned long long>(h) << 32) | static_cast<unsigned long long>(~ascending);
+  slots[p] = static_cast<int32_t>(p - h * len);
+  index[p] = static_cast<int32_t>(p);
+  flags[p] = 0;
+}
+
+__global__ void FlagTopKernel(const int32_t* __restrict__ sorted_slots,  // [heads * len], per head best first
+                              unsigned char* __restrict__ flags,         // [heads * len]
+                              int64_t len, int64_t k, int64_t n) {
+  const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  const int64_t h = p / len, rank = p - h * len;
+  if (rank < k) flags[h * len + sorted_slots[p]] = 1;
+}
+
+// Exactly k indices per head were flagged, so output i belongs to head i / k.
+__global__ void SlotsKernel(const int32_t* __restrict__ selected,  // [heads * k] global indices
+                            int32_t* __restrict__ slots,           // [heads, k]
+                            int64_t len, int64_t k, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < total) slots[i] = static_cast<int32_t>(selected[i] - (i / k) * len);
+}
+
+unsigned Blocks(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
+
+}  // namespace
+
+size_t TopKScratchBytes(int64_t heads, int64_t len) {
+  const int64_t n = heads * len;
+  return Align(sizeof(unsigned long long) * n) * 2 + Align(sizeof(int32_t) * n) * 4 + Align(sizeof(int32_t)) +
+         Align(static_cast<size_t>(n)) + Align(CubTempBytes(n, heads));
+}
+
+void TopKPerHead(const float* scores, int32_t* slots, void* scratch, int64_t heads, int64_t len, int64_t k,
+                 cudaStream_t stream) {
+  const int64_t n = heads * len;
+  if (n <= 0 || k <= 0) return;
+  Layout l = MakeLayout(scratch, n, heads);
+  MakeKeysKernel<<<Blocks(n), 256, 0, stream>>>(scores, l.keys_in, l.vals_in, l.index, l.flags, len, n);
+  KVSERVE_LAUNCH_CHECK();
+  KVSERVE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(l.temp, l.temp_bytes, l.keys_in, l.keys_out, l.vals_in,
+                                                     l.vals_out, n, 0, 32 + HeadBits(heads), stream));
+  FlagTopKernel<<<Blocks(n), 256, 0, stream>>>(l.vals_out, l.flags, len, k, n);
+  KVSERVE_LAUNCH_CHECK();
+  KVSERVE_CUDA_CHECK(cub::DeviceSelect::Flagged(l.temp, l.temp_bytes, l.index, l.flags, l.selected, l.n_selected, n,
+                                                stream));
+  SlotsKernel<<<Blocks(heads * k), 256, 0, stream>>>(l.selected, slots, len, k, heads * k);
+  KVSERVE_LAUNCH_CHECK();
+}
+
+}  // namespace kvserve::cuda
