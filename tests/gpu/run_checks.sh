@@ -4,9 +4,12 @@
 #   2. kvserve_gpu_checks: every CUDA op against the CPU reference (page sizes 16/32/64,
 #      head_dim 64/128, GQA 1/4/8, lengths 1..32K, bf16 and fp32 paths) and greedy
 #      generation CPU vs CUDA on random:tiny and SmolLM2 (skipped with a line if the model
-#      file is absent)
+#      file is absent); and the KV compression kernels (SnapKV scores, value norms, CriticalKV merge, top-k,
+#      compaction, weighted gather) against their CPU references, kept sets equal but for ties
 #   3. kvserve_gpu_bench: the timing table against ceilings measured in the same run, and
-#      end-to-end TTFT / decode tok/s on random:llama3-8b at 8K and 32K
+#      end-to-end TTFT / decode tok/s on random:llama3-8b at 8K and 32K; then
+#      kvserve_kv_compress_bench: scoring / selection / compaction ms at 32K and 128K for a
+#      Llama-3.1-8B layer and their share of that layer's prefill (target < 5%)
 #   4. if torch + transformers import: the same model shape in transformers (sdpa), ratios
 # Usage: tests/gpu/run_checks.sh [--skip-e2e]   (env: BUILD_DIR, JOBS, CUDA_ARCHS)
 # Needs no network. Exit status: non-zero when the build or a correctness check fails.
@@ -31,7 +34,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSERVE_CUDA=ON
   -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DKVSERVE_CUDA_ARCHS="${CUDA_ARCHS}-real" >"$BUILD_DIR.configure.log" 2>&1 \
   || { tail -30 "$BUILD_DIR.configure.log"; echo "configure failed"; exit 1; }
 stamp "build"
-ninja -C "$BUILD_DIR" -j"$JOBS" kvserve_gpu_checks kvserve_gpu_bench >"$BUILD_DIR.build.log" 2>&1 \
+ninja -C "$BUILD_DIR" -j"$JOBS" kvserve_gpu_checks kvserve_gpu_bench kvserve_kv_compress_bench >"$BUILD_DIR.build.log" 2>&1 \
   || { grep -B2 -A20 -m3 'error' "$BUILD_DIR.build.log" | head -80; echo "build failed"; exit 1; }
 
 # 2. Correctness. SmolLM2 comes from models/ (scripts/fetch-model.sh); absent: that test skips.
@@ -47,6 +50,8 @@ E2E_JSON="$BUILD_DIR/kvserve_e2e.json"
 rm -f "$E2E_JSON"
 timeout 300 "$BUILD_DIR/tests/gpu/kvserve_gpu_bench" --e2e-json "$E2E_JSON" $SKIP_E2E
 bench_rc=$?
+stamp "timings: kvserve_kv_compress_bench"
+timeout 120 "$BUILD_DIR/tests/gpu/kvserve_kv_compress_bench" || bench_rc=1
 
 # 4. The transformers peer, when it is installed on this machine.
 if [ -z "$SKIP_E2E" ] && python3 -c 'import torch, transformers' 2>/dev/null; then
