@@ -75,9 +75,10 @@ __global__ void MakeKeysKernel(const float* __restrict__ scores,           // [h
   const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p >= n) return;
   const int64_t h = p / len;
-  float f = scores[p];
-  if (f == 0.0f) f = 0.0f;  // -0.0 ties with +0.0, as under the CPU's operator==
-  const unsigned u = __float_as_uint(f);
+  const float f = scores[p];
+  // -0.0 ties with +0.0, as under the CPU's operator==. (NaN scores are not expected; they
+  // would order by their bits.)
+  const unsigned u = f == 0.0f ? 0u : __float_as_uint(f);
   const unsigned ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // float order as unsigned order
   keys[p] = (static_cast<unsigned long long>(h) << 32) | static_cast<unsigned long long>(~ascending);
   slots[p] = static_cast<int32_t>(p - h * len);

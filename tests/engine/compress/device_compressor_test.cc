@@ -116,6 +116,57 @@ TEST(DeviceLayerCompressorTest, OnlySnapKvScoredPoliciesHaveADeviceForm) {
   EXPECT_FALSE(DeviceSelectionFor(risk).has_value()) << "auto:RISK reads host pages";
 }
 
+TEST(DeviceLayerCompressorTest, WeightedSelectionsFromTheHostGatherOnADevicePool) {
+  // A merge-reduce style selection (new log-weights) applied to a pool in "device" memory
+  // through Backend::CompactKv, against CompactLayer on the same data in a host pool.
+  const int64_t len = 37, heads = 2, d = 4, ps = 4, n = 10;
+  HostAsDeviceBackend backend;
+  PagePool host({12, ps, heads, d}), dev({12, ps, heads, d}, &backend);
+  ASSERT_FALSE(dev.host_memory());
+  SequenceKv a(1), b(1);
+  ASSERT_TRUE(a.GrowLayer(host, 0, len).ok());
+  ASSERT_TRUE(b.GrowLayer(dev, 0, len).ok());
+  a.layer_len[0] = b.layer_len[0] = len;
+  ASSERT_EQ(a.layer_pages[0], b.layer_pages[0]);
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t floats = 12 * ps * heads * d;
+  for (PagePool* p : {&host, &dev}) {
+    rng.seed(12);
+    const PagedKv kv = p->view();
+    for (int64_t i = 0; i < floats; ++i) kv.k[i] = normal(rng), kv.v[i] = normal(rng);
+    for (int64_t i = 0; i < floats / d; ++i) kv.log_w[i] = normal(rng);
+  }
+  Selection sel;
+  sel.n_keep = n;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < n; ++i) {
+      sel.slots.push_back(static_cast<int32_t>(i * 3 + h));
+      sel.log_w.push_back(-0.5f * static_cast<float>(i) + static_cast<float>(h));
+    }
+  }
+  ASSERT_TRUE(CompactLayer(host, a, 0, sel).ok());
+  ASSERT_TRUE(CompactLayerOn(backend, dev, b, 0, sel).ok());
+  EXPECT_EQ(b.layer_len[0], n);
+  EXPECT_EQ(b.layer_pages[0], a.layer_pages[0]);
+  EXPECT_EQ(dev.free_pages(), host.free_pages());
+  const LayerKv la{host.view(), a.layer_pages[0], n}, lb{dev.view(), b.layer_pages[0], n};
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t h = 0; h < heads; ++h) {
+      EXPECT_EQ(lb.LogWeight(i, h), sel.log_w[h * n + i]);
+      for (int64_t e = 0; e < d; ++e) {
+        EXPECT_EQ(lb.Key(i, h)[e], la.Key(i, h)[e]);
+        EXPECT_EQ(lb.Value(i, h)[e], la.Value(i, h)[e]);
+      }
+    }
+  }
+  // A bad selection changes nothing on either kind of pool.
+  Selection bad = sel;
+  bad.slots[1] = bad.slots[0];
+  EXPECT_EQ(CompactLayerOn(backend, dev, b, 0, bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.layer_len[0], n);
+}
+
 class DeviceCompressionGenerationTest : public TinyGenerationTest {};
 
 TEST_F(DeviceCompressionGenerationTest, GeneratesAsTheHostPathDoes) {
