@@ -92,9 +92,9 @@ void CriticalKvMerge(const float* base,          // [heads, len]
                      int64_t heads, int64_t len, int64_t norms_stride, int64_t n_first, float eps,
                      cudaStream_t stream);
 
-// topk_per_head.cu: per-head top-k with CUB: one stable radix sort of (head, score
-// descending) keys with slot values over all heads at once (ties keep the lower slot first),
-// then the kept slots flagged and compacted in ascending order.
+// topk_per_head.cu: per-head top-k with CUB: one radix sort of (head, score descending,
+// slot) keys over all heads at once (ties keep the lower slot first), then the kept slots
+// flagged and compacted in ascending order.
 size_t TopKScratchBytes(int64_t heads, int64_t len);
 void TopKPerHead(const float* scores,  // [heads, len]
                  int32_t* slots,       // [heads, k], ascending per head
