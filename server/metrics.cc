@@ -27,7 +27,10 @@ Histogram::BucketBoundaries TokenBuckets() {
 }
 const Histogram::BucketBoundaries kRatioBuckets = {0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3,
                                                    0.4,  0.5,  0.6,  0.7, 0.8,  0.9, 1.0};
-// logit^2, 0.001 .. ~1000, about 2x apart: the trace of the response covariance and the risk.
+// Shares in [0, 2] (one random representative leaves about twice the variance).
+const Histogram::BucketBoundaries kRiskBuckets = {0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4,
+                                                  0.5,  0.6,  0.8,  1.0, 1.5,  2.0};
+// logit^2, 0.001 .. ~1000, about 2x apart: the trace of the response covariance.
 Histogram::BucketBoundaries LogitSquaredBuckets() {
   Histogram::BucketBoundaries b;
   for (double v = 0.001; v <= 1100; v *= 2) b.push_back(v);
@@ -83,8 +86,9 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r)
                                     "Per request: share of the response variance outside the top 8 directions."),
                          kRatioBuckets)),
       estimated_risk_(One(HistFamily(r, "kvserve_request_kv_estimated_risk",
-                                     "Per request: estimated distortion (logit^2) of the budget the request kept."),
-                          LogitSquaredBuckets())),
+                                     "Per request: share of the prompt's value variance the kept budget leaves "
+                                     "unexplained (0 = nothing lost)."),
+                          kRiskBuckets)),
       prompt_tokens_(One(prometheus::BuildCounter()
                              .Name("kvserve_prompt_tokens_total")
                              .Help("Prompt tokens of finished requests.")

@@ -11,8 +11,9 @@
 namespace kvserve {
 
 // The smallest per-layer token count k in [k_min, n] whose estimated risk
-// (CompressibilityEstimate::RiskAt, logit^2) is at most `risk`; n when none is. RiskAt
-// falls as k grows, so this is a binary search. k_min is capped at n.
+// (CompressibilityEstimate::RiskAt: the share of the value variance k entries leave
+// unexplained) is at most `risk`; n when none is. RiskAt never rises with k, so this is a
+// binary search. k_min is capped at n.
 int64_t AutoBudgetTokens(const CompressibilityEstimate& estimate, double risk, int64_t k_min, int64_t n);
 
 // "auto:0.5" -> 0.5. INVALID_ARGUMENT naming the text when it is not auto:R with R > 0.

@@ -60,7 +60,8 @@ class SequenceCompressor {
   // Tokens per layer the sequence keeps, averaged over layers (with auto:RISK, what the
   // estimate picked once the prompt is in).
   double mean_quota() const;
-  // The estimate's risk (logit^2) at the entries each layer keeps; 0 before the prompt is in.
+  // The estimate's risk (CompressibilityEstimate::RiskAt) at the entries each layer keeps;
+  // 0 before the prompt is in.
   double EstimatedRisk() const;
 
  private:

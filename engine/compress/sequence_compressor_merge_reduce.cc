@@ -110,6 +110,8 @@ void SequenceCompressor::ObservePrompt(Backend& backend, PagePool& pool, const S
     const int64_t first = std::min(std::max(estimated_len_[l], kSinkSlots), seq.layer_len[l]);
     estimator_->AddEntries(LayerKv{pool.view(), seq.layer_pages[l], seq.layer_len[l]}, l, first,
                            seq.layer_len[l] - first, backend);
+    // The queries of this step's newest tokens (the window keeps at most its capacity).
+    estimator_->AddQueries(window_, l, seq.layer_len[l] - estimated_len_[l], c.n_heads, backend);
   }
   if (prompt_done) {
     compressibility_ = estimator_->Estimate(window_, c.n_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));

@@ -37,7 +37,7 @@ struct StreamEvent {
   CompressibilityEstimate kv_compressibility;
   // Tokens per layer the request's compression kept to, averaged over layers (what auto:RISK
   // picked, or the fixed budget's quotas; 0 without compression), and the estimate's risk
-  // (logit^2) at that budget.
+  // at that budget (CompressibilityEstimate::RiskAt).
   double kv_mean_quota = 0;
   double kv_estimated_risk = 0;
 };

@@ -13,8 +13,16 @@ namespace kvserve {
 namespace {
 
 CompressibilityEstimate TwoLayers() {
+  // Two layers of 1,000 entries, each sampled by 128: one whose values fall into few
+  // clusters (the share drops fast) and one whose values spread (it drops slowly).
   CompressibilityEstimate e;
-  e.layers = {{4.0, 2.0, 0.1}, {1.0, 8.0, 0.4}};
+  e.layers.resize(2);
+  e.layers[0].value_unexplained = {2.0, 1.0, 0.5, 0.25, 0.12, 0.06, 0.03, 0.0};
+  e.layers[1].value_unexplained = {2.0, 1.5, 1.2, 0.9, 0.7, 0.5, 0.3, 0.0};
+  for (LayerCompressibility& l : e.layers) {
+    l.sample = 128;
+    l.entries = 1000;
+  }
   return e;
 }
 

@@ -60,12 +60,15 @@ TEST(CompressibilitySmolLm2, SeparatesRepetitiveTextFromARandomKeyTable) {
   const CompressibilityEstimate e = EstimateFor(*model, *backend, easy_ids);
   const CompressibilityEstimate h = EstimateFor(*model, *backend, hard_ids);
   for (const auto& [name, est] : {std::pair{"repetitive", &e}, std::pair{"random keys", &h}}) {
-    std::printf("%-12s trace %.3f  effective rank %.2f  spectral tail %.3f  risk@64 %.4f  risk@256 %.4f\n", name,
-                est->mean.trace, est->mean.effective_rank, est->mean.spectral_tail, est->RiskAt(64),
+    std::printf("%-12s trace %.3f  effective rank %.2f  spectral tail %.3f  risk@64 %.4f  risk@102 %.4f  risk@256 %.4f\n", name,
+                est->mean.trace, est->mean.effective_rank, est->mean.spectral_tail, est->RiskAt(64), est->RiskAt(102),
                 est->RiskAt(256));
   }
   EXPECT_GT(h.mean.effective_rank, e.mean.effective_rank);
-  EXPECT_GT(h.RiskAt(102), e.RiskAt(102));
+  // At 10% and 25% of the prompt, the key table leaves far more of its values unexplained
+  // (measured 2.6x and 11x; docs/MERGE_REDUCE.md).
+  EXPECT_GT(h.RiskAt(102), 1.8 * e.RiskAt(102));
+  EXPECT_GT(h.RiskAt(256), 4 * e.RiskAt(256));
 }
 
 }  // namespace

@@ -60,7 +60,11 @@ TEST(CompressibilityTest, SeparatesKeysInFewDirectionsFromKeysInAll) {
     std::mt19937 rng(6);
     std::normal_distribution<float> g;
     for (int64_t j = 0; j < n; ++j) {
-      for (int64_t a = 0; a < d; ++a) f.k[j * d + a] = a < rank ? g(rng) : 0.0f;
+      for (int64_t a = 0; a < d; ++a) {
+        f.k[j * d + a] = a < rank ? g(rng) : 0.0f;
+        // Values alike: copies of `rank` distinct vectors; values spread: a draw each.
+        f.v[j * d + a] = rank < d ? static_cast<float>((j % rank) * (a + 1) % 7) : g(rng);
+      }
     }
     f.Store();
     CompressibilityEstimator est(1, heads, d);
@@ -78,8 +82,10 @@ TEST(CompressibilityTest, SeparatesKeysInFewDirectionsFromKeysInAll) {
   EXPECT_NEAR(easy.mean.spectral_tail, 0.0, 1e-6);
   EXPECT_GT(hard.mean.effective_rank, 8.0);
   EXPECT_GT(hard.mean.spectral_tail, 0.3);
-  // The same number of kept entries carries far less estimated risk for the easy keys.
-  EXPECT_LT(easy.RiskAt(64) / easy.mean.trace, 0.5 * hard.RiskAt(64) / hard.mean.trace);
+  // Two distinct values are covered by any 64 of 256 entries; spread values are not.
+  EXPECT_LT(easy.RiskAt(64), 1e-9);
+  EXPECT_GT(hard.RiskAt(64), 0.2);
+  EXPECT_EQ(hard.RiskAt(256), 0.0);  // every entry kept
 }
 
 }  // namespace
