@@ -16,14 +16,15 @@ const char kGenerateUsage[] =
     "kvctl generate (--prompt TEXT [--prompt TEXT]... | --token-ids '1 2 3') [--chat [--system TEXT]] [--stream]\n"
     "  [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
     "  [--presence-penalty P] [--frequency-penalty P] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
-    "  [--ignore-eos] [--kv-policy full|streaming|snapkv|criticalkv|pyramid] [--kv-budget B] [--kv-plan uniform|pyramid]\n"
+    "  [--ignore-eos] [--kv-policy full|streaming|snapkv|criticalkv|pyramid] [--kv-budget B|auto:RISK] [--kv-plan uniform|pyramid]\n"
+    "  [--compress-at prefill_end|chunk]\n"
     "  [--request-id ID] [--usage (finish reason, usage and timings on stderr)] [--ids (print token ids)]\n";
 
 const std::vector<std::string>& GenerateFlags() {
   static const std::vector<std::string> f = {
       "prompt", "token-ids", "system", "max-new-tokens", "temperature", "top-k", "top-p", "min-p",
       "repetition-penalty", "presence-penalty", "frequency-penalty", "seed", "stop", "stop-token-id",
-      "kv-policy", "kv-budget", "kv-plan", "request-id"};
+      "kv-policy", "kv-budget", "kv-plan", "compress-at", "request-id"};
   return f;
 }
 
@@ -85,6 +86,11 @@ void PrintUsage(const v1::Completion& c) {
                static_cast<long long>(u.generated_tokens()), static_cast<long long>(u.kv_tokens_kept()),
                static_cast<long long>(u.peak_kv_bytes()), t.queue_seconds(), t.time_to_first_token_seconds(),
                t.total_seconds(), c.error().empty() ? "" : " error=", c.error().c_str());
+  if (u.has_kv_compressibility()) {
+    const v1::KvCompressibility& k = u.kv_compressibility();
+    std::fprintf(stderr, "kv: budget=%.1f tokens/layer risk=%.4f trace=%.4f effective_rank=%.2f spectral_tail=%.4f\n",
+                 k.budget_tokens(), k.risk(), k.trace(), k.effective_rank(), k.spectral_tail());
+  }
 }
 
 }  // namespace
@@ -125,7 +131,6 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
            Optional<float>(a, "frequency-penalty", [&](float v) { s->set_frequency_penalty(v); }),
            Optional<uint64_t>(a, "seed", [&](uint64_t v) { s->set_seed(v); }),
            Optional<uint32_t>(a, "max-new-tokens", [&](uint32_t v) { st->set_max_new_tokens(v); }),
-           Optional<double>(a, "kv-budget", [&](double v) { kv->set_budget(v); }),
        }) {
     if (!status.ok()) return status;
   }
@@ -138,6 +143,18 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
   st->set_ignore_eos(a.Flag("ignore-eos"));
   kv->set_policy(a.Get("kv-policy").value_or(""));
   kv->set_budget_plan(a.Get("kv-plan").value_or(""));
+  kv->set_compress_at(a.Get("compress-at").value_or(""));
+  // --kv-budget auto:RISK asks the server to pick the budget; a number fixes it.
+  if (auto b = a.Get("kv-budget"); b && b->rfind("auto:", 0) == 0) {
+    double risk = 0;
+    if (!absl::SimpleAtod(b->substr(5), &risk)) {
+      return absl::InvalidArgumentError("--kv-budget '" + *b + "' is not auto:RISK with a number RISK");
+    }
+    kv->set_budget_auto_risk(risk);
+  } else if (absl::Status status = Optional<double>(a, "kv-budget", [&](double v) { kv->set_budget(v); });
+             !status.ok()) {
+    return status;
+  }
   return r;
 }
 

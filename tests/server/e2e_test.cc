@@ -163,6 +163,10 @@ TEST(GrpcE2eTest, AutoBudgetReportsItsEstimateInUsageAndMetrics) {
                            "kvserve_request_kv_spectral_tail_count 1", "kvserve_request_kv_estimated_risk_count 1"}) {
     EXPECT_NE(metrics.find(name), std::string::npos) << name;
   }
+  // kvctl asks for the same and prints what came back.
+  const std::string kvctl = RunCommand(BinaryPath("kvctl") + " generate --addr " + server->address() + " --prompt '" +
+                                       prompt + "' --max-new-tokens 2 --kv-policy snapkv --kv-budget auto:0.5 --usage 2>&1");
+  EXPECT_NE(kvctl.find("kv: budget="), std::string::npos) << kvctl;
 }
 
 TEST(GrpcE2eTest, LogprobsComeWithEveryTokenUnaryAndStreamed) {
