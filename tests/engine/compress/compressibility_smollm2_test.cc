@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <random>
 
+#include "engine/compress/auto_budget.h"
 #include "engine/compress/sequence_compressor.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
@@ -60,9 +61,10 @@ TEST(CompressibilitySmolLm2, SeparatesRepetitiveTextFromARandomKeyTable) {
   const CompressibilityEstimate e = EstimateFor(*model, *backend, easy_ids);
   const CompressibilityEstimate h = EstimateFor(*model, *backend, hard_ids);
   for (const auto& [name, est] : {std::pair{"repetitive", &e}, std::pair{"random keys", &h}}) {
-    std::printf("%-12s trace %.3f  effective rank %.2f  spectral tail %.3f  risk@64 %.4f  risk@102 %.4f  risk@256 %.4f\n", name,
+    std::printf("%-12s trace %.3f  effective rank %.2f  spectral tail %.3f  risk@64 %.4f  risk@102 %.4f  risk@256 %.4f  auto:0.2 keeps %lld  auto:0.1 keeps %lld\n", name,
                 est->mean.trace, est->mean.effective_rank, est->mean.spectral_tail, est->RiskAt(64), est->RiskAt(102),
-                est->RiskAt(256));
+                est->RiskAt(256), static_cast<long long>(AutoBudgetTokens(*est, 0.2, 68, kTokens)),
+                static_cast<long long>(AutoBudgetTokens(*est, 0.1, 68, kTokens)));
   }
   EXPECT_GT(h.mean.effective_rank, e.mean.effective_rank);
   // At 10% and 25% of the prompt, the key table leaves far more of its values unexplained
