@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <numeric>
 #include <random>
 #include <set>
@@ -285,13 +287,10 @@ TEST_F(CudaKvCompress, CompactionAndWeightedGather) {
   EXPECT_EQ(Down(dst, want.size()), want);
 }
 
-TEST_F(CudaKvCompress, GenerationWithCompressionMatchesTheCpu) {
-  auto model = MakeRandomModel("tiny", 3);
-  ASSERT_TRUE(model.ok());
-  auto tokenizer = Tokenizer::Create(model->tokenizer);
+// Greedy generation with SnapKV and CriticalKV at both compression points, CPU vs CUDA.
+void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::vector<int32_t>& prompt) {
+  auto tokenizer = Tokenizer::Create(model.tokenizer);
   ASSERT_TRUE(tokenizer.ok());
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 400; ++i) prompt.push_back((i * 41 + 3) % 500);
   auto cpu = MakeCpuBackend();
   for (const char* policy : {"snapkv", "criticalkv"}) {
     for (CompressAt at : {CompressAt::kChunk, CompressAt::kPrefillEnd}) {
@@ -302,8 +301,8 @@ TEST_F(CudaKvCompress, GenerationWithCompressionMatchesTheCpu) {
       o.compression.policy = policy;
       o.compression.budget = 0.25;
       o.compression.at = at;
-      auto a = Generate(*model, *tokenizer, *cpu, prompt, o, {}, /*keep_logits=*/true);
-      auto b = Generate(*model, *tokenizer, *gpu_, prompt, o);
+      auto a = Generate(model, *tokenizer, *cpu, prompt, o, {}, /*keep_logits=*/true);
+      auto b = Generate(model, *tokenizer, gpu, prompt, o);
       ASSERT_TRUE(a.ok()) << a.status();
       ASSERT_TRUE(b.ok()) << b.status();
       const std::string what = std::string(policy) + (at == CompressAt::kChunk ? " chunk" : " prefill_end");
@@ -311,7 +310,8 @@ TEST_F(CudaKvCompress, GenerationWithCompressionMatchesTheCpu) {
       EXPECT_EQ(b->kv_slots_at_end, a->kv_slots_at_end) << what;
       size_t same = 0;
       while (same < a->tokens.size() && same < b->tokens.size() && a->tokens[same] == b->tokens[same]) ++same;
-      std::printf("%s: %zu of %zu greedy tokens identical CPU vs CUDA\n", what.c_str(), same, a->tokens.size());
+      std::printf("%s %s: %zu of %zu greedy tokens identical CPU vs CUDA\n", model.source.c_str(), what.c_str(), same,
+                  a->tokens.size());
       // bf16 GEMMs on CUDA: a first divergence must be a near-tie of the CPU logits.
       if (same < a->tokens.size()) {
         const std::vector<float>& row = a->step_logits[same];
@@ -320,6 +320,33 @@ TEST_F(CudaKvCompress, GenerationWithCompressionMatchesTheCpu) {
       }
     }
   }
+}
+
+TEST_F(CudaKvCompress, GenerationWithCompressionMatchesTheCpu) {
+  // random:tiny has head_dim 16: the fp32 norms kernel.
+  auto model = MakeRandomModel("tiny", 3);
+  ASSERT_TRUE(model.ok());
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 400; ++i) prompt.push_back((i * 41 + 3) % 500);
+  CompareCompressedGeneration(*model, *gpu_, prompt);
+}
+
+TEST_F(CudaKvCompress, GenerationWithCompressionMatchesTheCpuOnSmolLM2) {
+  // head_dim 64: the tensor-core norms kernel inside a real model's generation.
+  const char* path = std::getenv("KVSERVE_SMOLLM2_GGUF");
+  if (!path || !std::filesystem::exists(path)) {
+    GTEST_SKIP() << "SmolLM2 model file not found (" << (path ? path : "KVSERVE_SMOLLM2_GGUF unset")
+                 << "); run scripts/fetch-model.sh";
+  }
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto tokenizer = Tokenizer::Create(model->tokenizer);
+  ASSERT_TRUE(tokenizer.ok());
+  std::string text;
+  for (int i = 0; i < 12; ++i) {
+    text += "Record " + std::to_string(i) + ": the harbour town kept its ledgers in the old customs house. ";
+  }
+  CompareCompressedGeneration(*model, *gpu_, tokenizer->Encode(text, true, true));
 }
 
 }  // namespace
