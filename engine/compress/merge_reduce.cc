@@ -48,6 +48,36 @@ MergeReduceShape MergeReduceShapeForBudget(int64_t budget, int64_t window, int64
   return s;
 }
 
+int64_t EntriesAfterPrompt(const MergeReduceShape& s, int64_t prompt_len, int64_t step) {
+  MergeReduceBuckets b(s);
+  int64_t len = 0;
+  step = std::max<int64_t>(1, step);
+  for (int64_t pos = 0; pos < prompt_len; pos += step) {
+    len = b.Advance(len + std::min(step, prompt_len - pos), [](int64_t) {});
+  }
+  return len;
+}
+
+MergeReduceShape MergeReduceShapeForPrompt(int64_t budget, int64_t window, int64_t n, int64_t sinks,
+                                           int64_t prompt_len, int64_t step) {
+  const MergeReduceShape largest = MergeReduceShapeForBudget(budget, window, n, sinks);
+  MergeReduceShape best = largest;
+  int64_t best_entries = EntriesAfterPrompt(largest, prompt_len, step);
+  // A smaller k never raises the steady bound (fewer entries per bucket outweigh the extra
+  // level), so every k below the largest fits too; half of it is as far as it pays to look.
+  for (int64_t k = largest.k - 1; k >= std::max<int64_t>(1, largest.k / 2); --k) {
+    MergeReduceShape s = largest;
+    s.k = k;
+    if (MergeReduceBuckets::SteadyBound(s, n) > budget) continue;
+    const int64_t entries = EntriesAfterPrompt(s, prompt_len, step);
+    if (entries > best_entries) {
+      best = s;
+      best_entries = entries;
+    }
+  }
+  return best;
+}
+
 MergeReduce::MergeReduce(std::unique_ptr<Reducer> reducer, std::vector<MergeReduceShape> shapes, uint64_t seed)
     : reducer_(std::move(reducer)), reductions_(shapes.size(), 0), seed_(seed) {
   for (const MergeReduceShape& s : shapes) buckets_.emplace_back(s);

@@ -62,6 +62,19 @@ class MergeReduceBuckets {
 MergeReduceShape MergeReduceShapeForBudget(int64_t budget, int64_t window, int64_t n, int64_t sinks = 0,
                                            int64_t max_level = kMergeReduceMaxLevel);
 
+// Entries a layer of shape s holds right after a prompt of prompt_len entries that arrived in
+// steps of `step` (the last one shorter), every REDUCE due run after each step.
+int64_t EntriesAfterPrompt(const MergeReduceShape& s, int64_t prompt_len, int64_t step);
+
+// Among the shapes whose steady bound over n entries fits `budget` (bucket sizes from half
+// of MergeReduceShapeForBudget's k up to it), the one that holds the most entries right after
+// the prompt (ties: the larger k). The binary counter's popcount makes that count jump with
+// k: at 2,048 tokens and a budget of 614 the largest k = 100 ends the prompt with 248
+// entries, k = 85 with 433. Memory stays bounded whatever the steps really are; only
+// quality depends on `step` being the real one.
+MergeReduceShape MergeReduceShapeForPrompt(int64_t budget, int64_t window, int64_t n, int64_t sinks,
+                                           int64_t prompt_len, int64_t step);
+
 // Runs every REDUCE that `buckets` has due for `layer` and returns the Selection that
 // applies them (entries outside the reduced buckets keep their log-weights; heads that kept
 // fewer than k in a bucket are padded with zero-weight entries so each head keeps the same

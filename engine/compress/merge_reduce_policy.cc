@@ -9,7 +9,8 @@ namespace kvserve {
 Selection MergeReducePolicy::Select(const SelectionRequest& r, Backend&) const {
   const int64_t window = std::min(r.window_len, r.n_keep / 2);
   const int64_t sinks = std::min(n_sink_, r.n_keep / 4);
-  MergeReduceBuckets buckets(MergeReduceShapeForBudget(r.n_keep, window, r.layer.len, sinks));
+  MergeReduceBuckets buckets(
+      MergeReduceShapeForPrompt(r.n_keep, window, r.layer.len, sinks, r.layer.len, r.layer.len));
   uint64_t counter = 0;
   int64_t steps = 0;
   return PlanMergeReduce(*reducer_, buckets, r.layer, seed_, &counter, &steps);

@@ -27,11 +27,14 @@ void SequenceCompressor::SetUpMergeReduce() {
 
 void SequenceCompressor::BuildMergeReduce() {
   if (!IsMergeReducePolicy(settings_.policy)) return;
-  // A layer's quota is its steady-state size: the largest bucket size k whose bound over the
-  // whole request (prompt + new tokens) fits the quota.
+  // A layer's quota is its steady-state size: a bucket size k whose bound over the whole
+  // request (prompt + new tokens) fits the quota, the one that keeps most of the prompt.
   std::vector<MergeReduceShape> shapes;
+  // Chunk mode reduces after every prefill chunk, prefill_end once after the whole prompt.
+  const int64_t step = settings_.at == CompressAt::kChunk ? prefill_chunk_ : prompt_len_;
   for (int64_t q : quotas_) {
-    shapes.push_back(MergeReduceShapeForBudget(q, settings_.window, prompt_len_ + max_new_, settings_.n_sink));
+    shapes.push_back(MergeReduceShapeForPrompt(q, settings_.window, prompt_len_ + max_new_, settings_.n_sink,
+                                               prompt_len_, step));
   }
   const std::string_view kind = std::string_view(settings_.policy).substr(std::string_view("mergereduce:").size());
   merge_reduce_ = std::make_unique<MergeReduce>(MakeReducer(kind, ReduceProtectedDims(settings_)), std::move(shapes),

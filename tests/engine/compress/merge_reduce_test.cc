@@ -61,6 +61,26 @@ TEST(MergeReduceBucketsTest, BudgetPicksTheLargestBucketThatFits) {
   }
 }
 
+TEST(MergeReduceBucketsTest, ShapeForPromptKeepsMoreOfThePromptWithinTheSameBound) {
+  int64_t gained = 0;
+  for (int64_t ctx : {1024, 2048, 4096, 7500}) {
+    for (double frac : {0.1, 0.2, 0.3}) {
+      const int64_t budget = static_cast<int64_t>(frac * static_cast<double>(ctx)), n = ctx + 64;
+      const MergeReduceShape largest = MergeReduceShapeForBudget(budget, 8, n, 4);
+      const MergeReduceShape s = MergeReduceShapeForPrompt(budget, 8, n, 4, ctx, 512);
+      EXPECT_LE(MergeReduceBuckets::SteadyBound(s, n), budget) << ctx << " " << frac;
+      EXPECT_LE(s.k, largest.k);
+      const int64_t kept = EntriesAfterPrompt(s, ctx, 512), before = EntriesAfterPrompt(largest, ctx, 512);
+      EXPECT_GE(kept, before) << ctx << " " << frac;
+      gained += kept > before;
+    }
+  }
+  EXPECT_GE(gained, 8);  // most settings keep strictly more
+  // The case in the header: 2,048 tokens at 30%.
+  EXPECT_EQ(EntriesAfterPrompt(MergeReduceShapeForBudget(614, 8, 2112, 4), 2048, 512), 248);
+  EXPECT_EQ(EntriesAfterPrompt(MergeReduceShapeForPrompt(614, 8, 2112, 4, 2048, 512), 2048, 512), 433);
+}
+
 TEST(MergeReduceTest, ReduceLayerKeepsCountsWeightsAndTheWindow) {
   const int64_t len = 150, heads = 3, d = 8, window = 10;
   LayerFixture f(len, heads, d);
