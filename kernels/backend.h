@@ -67,6 +67,9 @@ class Backend {
   virtual void CopyIn(void* dst, const void* host_src, int64_t bytes);
   virtual void CopyOut(void* host_dst, const void* src, int64_t bytes);
   virtual void Copy(void* dst, const void* src, int64_t bytes);
+  // Free bytes of the backend's memory, what a fractional --kv-memory is a share of; -1 for
+  // host memory, whose free bytes the caller reads from the OS (kv_memory.h).
+  virtual int64_t FreeMemoryBytes() { return -1; }
 
   // out[n, table.cols] = rows tokens[i] of table.
   virtual void Embed(const WeightView& table, const int32_t* tokens, int64_t n, float* out) = 0;

@@ -1,5 +1,6 @@
 // `--device auto|cpu|cuda`: picks the compute backend of a kvserve command.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -12,5 +13,9 @@ namespace kvserve {
 // none (no device, or a build without CUDA). auto: CUDA when a device is present, otherwise
 // the CPU backend with a line on stderr saying why. Anything else: INVALID_ARGUMENT.
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForDevice(std::string_view device);
+
+// --kv-memory BYTES|FRACTION for a pool in `backend`'s memory: a fraction is a share of the
+// device's free memory on a device backend, of MemAvailable on the host (kv_memory.h).
+absl::StatusOr<int64_t> KvMemoryBytes(std::string_view spec, Backend& backend);
 
 }  // namespace kvserve

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/kv/kv_memory.h"
 #include "engine/scheduler/engine.h"
+#include "server/device_backend.h"
 
 namespace kvserve {
 namespace {
@@ -30,7 +31,7 @@ struct Completion {
 }  // namespace
 
 int RunGenerateBatch(const CliArgs& args, const GenerationOptions& options, const Model& model,
-                     const Tokenizer& tokenizer, int64_t max_context) {
+                     const Tokenizer& tokenizer, int64_t max_context, Backend& backend) {
   const std::string path = *args.Get("prompts-file");
   std::ifstream in(path);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat("--prompts-file '", path, "' cannot be read")));
@@ -40,8 +41,7 @@ int RunGenerateBatch(const CliArgs& args, const GenerationOptions& options, cons
   }
   if (prompts.empty()) return Fail(absl::InvalidArgumentError(absl::StrCat("--prompts-file '", path, "' has no prompts")));
 
-  absl::StatusOr<int64_t> available = AvailableMemoryBytes();
-  absl::StatusOr<int64_t> bytes = ParseKvMemory(args.Get("kv-memory").value_or("512M"), available.ok() ? *available : 0);
+  absl::StatusOr<int64_t> bytes = KvMemoryBytes(args.Get("kv-memory").value_or("512M"), backend);
   if (!bytes.ok()) return Fail(bytes.status());
   EngineConfig config;
   config.page_size = options.page_size;
@@ -60,8 +60,7 @@ int RunGenerateBatch(const CliArgs& args, const GenerationOptions& options, cons
   config.scheduler.prefill_chunk = options.prefill_chunk;
   config.scheduler.max_context = max_context;
   config.scheduler.kv_defaults = options.compression;
-  auto backend = MakeCpuBackend();
-  auto engine = Engine::Start(model, tokenizer, *backend, config);
+  auto engine = Engine::Start(model, tokenizer, backend, config);
   if (!engine.ok()) return Fail(engine.status());
 
   std::mutex mu;

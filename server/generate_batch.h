@@ -4,12 +4,14 @@
 #include "engine/generator.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/tokenizer.h"
+#include "kernels/backend.h"
 #include "server/cli_args.h"
 
 namespace kvserve {
 
-// Returns the process exit status; errors go to stderr with the offending value.
+// Returns the process exit status; errors go to stderr with the offending value. The KV pool
+// and every forward step live on `backend` (--device).
 int RunGenerateBatch(const CliArgs& args, const GenerationOptions& options, const Model& model,
-                     const Tokenizer& tokenizer, int64_t max_context);
+                     const Tokenizer& tokenizer, int64_t max_context, Backend& backend);
 
 }  // namespace kvserve

@@ -90,7 +90,8 @@ int RunGenerate(int argc, char** argv) {
                  "  [--ignore-eos] [--max-context N] [--page-size N=16] [--prefill-chunk N=512] [--timing]\n"
                  "  [--device cpu|cuda|auto =cpu] (auto: CUDA when a GPU is present, else CPU)\n"
                  "kvserve generate --model M --prompts-file F (one prompt per line, run as one batch)\n"
-                 "  [--kv-memory BYTES|FRACTION=512M] [--max-batch-tokens N=2048] [--max-waiting N=1024]\n"
+                 "  [--kv-memory BYTES|FRACTION=512M (a fraction of free device memory on CUDA)]\n"
+                 "  [--max-batch-tokens N=2048] [--max-waiting N=1024] [--device cpu|cuda|auto =cpu]\n"
                  "KV compression (both forms):\n%s", KvFlagsHelp());
     return 0;
   }
@@ -99,17 +100,13 @@ int RunGenerate(int argc, char** argv) {
   KV_ASSIGN_OR_FAIL(options, OptionsFromArgs(args));
   const std::string device = args.Get("device").value_or("cpu");
   if (args.Has("prompts-file")) {
-    if (device != "cpu") {
-      // The batch scheduler keeps its KV pool on the host; only single-prompt generate runs on CUDA.
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--prompts-file runs on the CPU backend only, got --device ", device)));
-    }
+    KV_ASSIGN_OR_FAIL(batch_backend, MakeBackendForDevice(device));
     KV_ASSIGN_OR_FAIL(batch_model, LoadModel(*model_spec));
     KV_ASSIGN_OR_FAIL(batch_kv, CompressionFromArgs(args, batch_model));
     options.compression = batch_kv;
     KV_ASSIGN_OR_FAIL(batch_tokenizer, Tokenizer::Create(batch_model.tokenizer));
     KV_ASSIGN_OR_FAIL(batch_context, args.GetInt("max-context", batch_model.config.max_context));
-    return RunGenerateBatch(args, options, batch_model, batch_tokenizer, batch_context);
+    return RunGenerateBatch(args, options, batch_model, batch_tokenizer, batch_context, *batch_backend);
   }
   auto prompt_text = args.Get("prompt");
   if (!prompt_text || prompt_text->empty()) return Fail(absl::InvalidArgumentError("--prompt is empty"));
@@ -144,9 +141,9 @@ int RunGenerate(int argc, char** argv) {
   }
   // One prompt runs alone, so the pool --kv-memory describes only has to hold its peak, and
   // --max-batch-tokens bounds its prefill steps.
+  KV_ASSIGN_OR_FAIL(backend, MakeBackendForDevice(device));
   if (auto spec = args.Get("kv-memory")) {
-    auto available = AvailableMemoryBytes();
-    KV_ASSIGN_OR_FAIL(bytes, ParseKvMemory(*spec, available.ok() ? *available : 0));
+    KV_ASSIGN_OR_FAIL(bytes, KvMemoryBytes(*spec, *backend));
     KV_ASSIGN_OR_FAIL(pages, PagesForBytes(bytes, {0, options.page_size, model.config.n_kv_heads,
                                                    model.config.head_dim}));
     const int64_t need = PeakPagesForGeneration(model, static_cast<int64_t>(prompt.size()), options);
@@ -160,7 +157,6 @@ int RunGenerate(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--max-batch-tokens must be >= 1, got ", batch_tokens)));
   }
   options.prefill_chunk = std::min(options.prefill_chunk, batch_tokens);
-  KV_ASSIGN_OR_FAIL(backend, MakeBackendForDevice(device));
   auto result = Generate(model, tokenizer, *backend, prompt, options, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);

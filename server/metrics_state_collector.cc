@@ -1,5 +1,6 @@
 // EngineStateCollector: builds gauge families from Engine::stats() and /proc at scrape.
-// Device memory gauges are absent: this server runs the CPU backend (there is no device).
+// With --device cuda the KV gauges count pages in device memory (the pool's bookkeeping is on
+// the host); a gauge of the device's own free memory is not exported yet.
 #include "server/metrics_state_collector.h"
 
 #include <fstream>

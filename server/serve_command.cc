@@ -18,6 +18,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "kernels/backend.h"
 #include "prometheus/registry.h"
+#include "server/device_backend.h"
 #include "server/grpc_generation_service.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
@@ -93,8 +94,10 @@ absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
   }
   e->max_new_tokens_limit = o.max_new_tokens_limit > 0 ? o.max_new_tokens_limit : e->max_context;
 
-  absl::StatusOr<int64_t> available = AvailableMemoryBytes();
-  absl::StatusOr<int64_t> bytes = ParseKvMemory(o.kv_memory, available.ok() ? *available : 0);
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForDevice(o.device);
+  if (!backend.ok()) return backend.status();
+  e->backend = *std::move(backend);
+  absl::StatusOr<int64_t> bytes = KvMemoryBytes(o.kv_memory, *e->backend);
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<int64_t> pages = PagesForBytes(*bytes, {0, o.page_size, c.n_kv_heads, c.head_dim});
   if (!pages.ok()) return pages.status();
@@ -110,7 +113,6 @@ absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
   if (absl::Status st = ValidateCompressionSettings(*kv, c.n_layers); !st.ok()) return st;
   config.scheduler.kv_defaults = *kv;
   e->kv_defaults = *kv;
-  e->backend = MakeCpuBackend();
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Start(e->model, *e->tokenizer, *e->backend, config);
   if (!engine.ok()) return engine.status();
   e->engine = *std::move(engine);
@@ -191,9 +193,9 @@ int RunServe(int argc, char** argv) {
   collector->set_engine(le.engine.get());
   service.set_context(&ctx);
   SetHealth(*server, true);
-  std::fprintf(stderr, "kvserve serve: ready (%lld KV pages of %lld tokens, max context %lld)\n",
-               static_cast<long long>(ctx.kv_pages_total), static_cast<long long>(o.page_size),
-               static_cast<long long>(ctx.max_context));
+  std::fprintf(stderr, "kvserve serve: ready on the %s backend (%lld KV pages of %lld tokens, max context %lld)\n",
+               std::string(le.backend->Name()).c_str(), static_cast<long long>(ctx.kv_pages_total),
+               static_cast<long long>(o.page_size), static_cast<long long>(ctx.max_context));
 
   const int sig = WaitForSignal(signals);
   std::fprintf(stderr, "kvserve serve: %s, draining %lld call(s) for up to %.1f s\n", strsignal(sig),

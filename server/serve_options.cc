@@ -15,6 +15,9 @@ const char kUsage[] =
     "  [--default-max-new-tokens 128] [--max-new-tokens-limit N (0: max context)]\n"
     "  [--kv-memory BYTES|FRACTION=1G] [--page-size 16] [--prefill-chunk 512] [--max-batch-tokens 2048]\n"
     "  [--max-waiting 256] [--drain-timeout SECONDS=30]\n"
+    "  [--device cpu|cuda|auto =cpu] (auto: CUDA when a GPU is present, else CPU; on CUDA the KV pool is\n"
+    "   device memory, --kv-memory FRACTION a share of its free memory, and only full, snapkv, pyramid\n"
+    "   and criticalkv with a fixed budget run)\n"
     "default KV compression for requests that leave kv.* fields empty:\n";
 
 }  // namespace
@@ -26,7 +29,7 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
       "model", "host", "port", "port-file", "metrics-host", "metrics-port", "tls-cert", "tls-key",
       "max-receive-message-bytes", "max-prompts-per-call", "max-context", "default-max-new-tokens",
       "max-new-tokens-limit", "kv-memory", "page-size", "prefill-chunk", "max-batch-tokens", "max-waiting",
-      "drain-timeout"};
+      "drain-timeout", "device"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
   absl::StatusOr<CliArgs> parsed = CliArgs::Parse(argc, argv, flags, {"help"});
   if (!parsed.ok()) return parsed.status();
@@ -43,6 +46,11 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
   o.tls_cert = a.Get("tls-cert").value_or("");
   o.tls_key = a.Get("tls-key").value_or("");
   o.kv_memory = a.Get("kv-memory").value_or(o.kv_memory);
+  o.device = a.Get("device").value_or(o.device);
+  // Checked here so a typo fails before the server listens; the backend is made at load.
+  if (o.device != "cpu" && o.device != "cuda" && o.device != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat("--device must be auto, cpu or cuda, got '", o.device, "'"));
+  }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   }

@@ -22,7 +22,8 @@ struct ServeOptions {
   int64_t max_context = 0;             // --max-context; 0 = the model's trained context
   int64_t default_max_new_tokens = 128;
   int64_t max_new_tokens_limit = 0;    // 0 = max_context
-  std::string kv_memory = "1G";        // --kv-memory BYTES|FRACTION of available memory
+  std::string kv_memory = "1G";        // --kv-memory BYTES|FRACTION of available (device) memory
+  std::string device = "cpu";          // --device cpu|cuda|auto: the backend of the engine and its KV pool
   int64_t page_size = 16;
   int64_t prefill_chunk = 512;
   int64_t max_batch_tokens = 2048;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,19 @@ std::optional<DeviceSelectionSpec> DeviceSelectionFor(const CompressionSettings&
   spec.pool_kernel = s.pool_kernel;
   spec.first_stage_ratio = s.first_stage_ratio;
   return spec;
+}
+
+absl::Status CheckDeviceForm(const CompressionSettings& s, std::string_view device) {
+  if (!s.active() || DeviceSelectionFor(s)) return absl::OkStatus();
+  CompressionSettings fixed = s;
+  fixed.auto_risk = 0;
+  const std::string what = s.auto_risk > 0 && DeviceSelectionFor(fixed)
+                               ? absl::StrCat("KV budget auto:", s.auto_risk, " (policy ", s.policy, ")")
+                               : absl::StrCat("KV policy ", s.policy);
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " has no device form: the ", std::string(device),
+      " backend keeps the KV cache in device memory, where only full, snapkv, pyramid and criticalkv with a fixed "
+      "budget run (streaming, mergereduce:* and auto:RISK read pages on the host; they need --device cpu)"));
 }
 
 DeviceLayerCompressor::DeviceLayerCompressor(Backend& backend, const DeviceSelectionSpec& spec, int64_t n_layers)

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,6 +26,12 @@ struct DeviceSelectionSpec {
 // The device form of the settings' policy; nullopt when it has none (streaming, merge-reduce,
 // and any policy under an auto:RISK budget).
 std::optional<DeviceSelectionSpec> DeviceSelectionFor(const CompressionSettings& s);
+
+// OK when settings s can run with the KV pool in the memory of backend `device` (named in the
+// message): the full cache, or a policy with a device form. Otherwise INVALID_ARGUMENT naming
+// the policy (or the auto:RISK budget) and the device, so a server refuses such a request up
+// front instead of failing it in the middle of its prefill.
+absl::Status CheckDeviceForm(const CompressionSettings& s, std::string_view device);
 
 class DeviceLayerCompressor {
  public:

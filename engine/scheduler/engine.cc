@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "engine/compress/device_compressor.h"
 
 namespace kvserve {
 
@@ -17,11 +18,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const Model& model, const 
                                                    config.num_pages));
   }
   if (absl::Status st = ValidateSchedulerConfig(config.scheduler); !st.ok()) return st;
+  // Requests that leave their KV fields empty take these defaults, so on a device backend a
+  // default without a device form would refuse every such request: refuse the engine instead.
+  if (!backend.HostMemory()) {
+    if (absl::Status st = CheckDeviceForm(config.scheduler.kv_defaults, backend.Name()); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("the default --kv-policy/--kv-budget: ", st.message()));
+    }
+  }
   return std::unique_ptr<Engine>(new Engine(model, tokenizer, backend, config));
 }
 
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config)
-    : pool_({config.num_pages, config.page_size, model.config.n_kv_heads, model.config.head_dim}),
+    // The pool lives in the backend's memory (device memory for CUDA): the forward pass and
+    // the device compressor read and write pages there, and nothing in the scheduler touches
+    // page contents on the host.
+    : pool_({config.num_pages, config.page_size, model.config.n_kv_heads, model.config.head_dim}, &backend),
       scheduler_(model, tokenizer, backend, pool_, config.scheduler) {
   thread_ = std::thread([this] { Loop(); });
 }

@@ -40,7 +40,9 @@ using EngineStepObserver = std::function<void(const EngineStepStats&)>;
 
 class Engine {
  public:
-  // Validates the config (messages name the flag and value) and starts the loop thread.
+  // Validates the config (messages name the flag and value) and starts the loop thread. The
+  // KV pool is allocated in the backend's memory; on a device backend, default KV settings
+  // without a device form (CheckDeviceForm) are INVALID_ARGUMENT.
   // model, tokenizer and backend must outlive the engine.
   static absl::StatusOr<std::unique_ptr<Engine>> Start(const Model& model, const Tokenizer& tokenizer,
                                                        Backend& backend, const EngineConfig& config);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/compress/device_compressor.h"
 #include "engine/compress/sequence_compressor.h"
 #include "engine/kv/kv_memory.h"
 #include "engine/model/sampler.h"
@@ -118,6 +119,11 @@ absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
     kv.at = *at;
   }
   if (absl::Status st = ValidateCompressionSettings(kv, model_.config.n_layers); !st.ok()) return st;
+  // A pool in device memory compresses only through the device kernels; refuse what has none
+  // here, before admission, rather than fail the request after its prefill has run.
+  if (!pool_.host_memory()) {
+    if (absl::Status st = CheckDeviceForm(kv, backend_.Name()); !st.ok()) return st;
+  }
   // Admission reserves the peak: the compressed one when a policy evicts, else the full cache.
   std::unique_ptr<SequenceCompressor> compressor;
   int64_t peak;

@@ -101,6 +101,11 @@ class CudaBackend final : public Backend {
   void Copy(void* dst, const void* src, int64_t bytes) override {
     if (bytes > 0) KVSERVE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
+  int64_t FreeMemoryBytes() override {
+    size_t free_bytes = 0, total_bytes = 0;
+    KVSERVE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return static_cast<int64_t>(free_bytes);
+  }
 
   void Embed(const WeightView& table, const int32_t* tokens, int64_t n, float* out) override {
     const __nv_bfloat16* t = weights_->Bf16(table);

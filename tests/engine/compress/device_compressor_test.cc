@@ -12,43 +12,10 @@
 #include "engine/compress/snapkv_scorer.h"
 #include "tests/engine/compress/layer_fixture.h"
 #include "tests/engine/compress/tiny_generation_fixture.h"
+#include "tests/kernels/host_as_device_backend.h"
 
 namespace kvserve {
 namespace {
-
-// The CPU backend with HostMemory() false: everything a device backend would get, on the host.
-class HostAsDeviceBackend final : public Backend {
- public:
-  std::string_view Name() const override { return "host-as-device"; }
-  bool HostMemory() const override { return false; }
-  void Embed(const WeightView& t, const int32_t* tokens, int64_t n, float* out) override { cpu_->Embed(t, tokens, n, out); }
-  void RmsNorm(const float* x, const float* g, float* out, int64_t n, int64_t dim, float eps) override {
-    cpu_->RmsNorm(x, g, out, n, dim, eps);
-  }
-  void MatMul(const WeightView& w, const float* x, float* y, int64_t n) override { cpu_->MatMul(w, x, y, n); }
-  void AddBias(float* y, const float* b, int64_t n, int64_t dim) override { cpu_->AddBias(y, b, n, dim); }
-  void Rope(float* x, const int32_t* pos, int64_t n, int64_t heads, int64_t hd, const float* f, int64_t rot,
-            bool neox) override {
-    cpu_->Rope(x, pos, n, heads, hd, f, rot, neox);
-  }
-  void WriteKv(const PagedKv& kv, const AttentionBatch& b, const float* k, const float* v) override {
-    cpu_->WriteKv(kv, b, k, v);
-  }
-  void Attention(const PagedKv& kv, const AttentionBatch& b, const AttentionShape& s, const float* q,
-                 float* out) override {
-    cpu_->Attention(kv, b, s, q, out);
-  }
-  void SwiGlu(const float* g, const float* u, float* out, int64_t n) override { cpu_->SwiGlu(g, u, out, n); }
-  void Add(float* x, const float* y, int64_t n) override { cpu_->Add(x, y, n); }
-  int64_t compression_ops = 0;
-  void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int32_t* slots) override {
-    ++compression_ops;
-    Backend::TopKPerHead(scores, heads, len, k, slots);
-  }
-
- private:
-  std::unique_ptr<Backend> cpu_ = MakeCpuBackend();
-};
 
 TEST(DeviceLayerCompressorTest, CompactsALayerAsTheHostPathDoes) {
   const int64_t len = 70, kvh = 2, group = 2, d = 8, hidden = 16, window_len = 6, k = 23;
