@@ -2,6 +2,7 @@
 // residual, rmsnorm, SwiGLU mlp, residual] x L -> final norm -> logits.
 #include "engine/model/forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -167,15 +168,21 @@ void LlamaForward::Layer(int64_t l, int64_t n) {
   backend_.Rope(q_.data(), positions_.data(), n, c.n_heads, c.head_dim, inv_freq_.data(), c.rope_dim, c.rope_neox);
   backend_.Rope(k_.data(), positions_.data(), n, c.n_kv_heads, c.head_dim, inv_freq_.data(), c.rope_dim, c.rope_neox);
 
+  // On a device backend, the rows the windows need come back in one copy (one wait for the
+  // stream per layer, not one per sequence of a batch): from the first windowed sequence's
+  // first row to the last one's last row.
+  int64_t lo = n, hi = 0;
+  for (size_t s = 0; s < batch_.size(); ++s) {
+    if (batch_[s].window) lo = std::min<int64_t>(lo, q_indptr_[s]), hi = q_indptr_[s + 1];
+  }
+  if (lo < hi && !backend_.HostMemory()) {
+    host_q_.resize(static_cast<size_t>((hi - lo) * qd));
+    backend_.CopyOut(host_q_.data(), q_.data() + lo * qd, (hi - lo) * qd * static_cast<int64_t>(sizeof(float)));
+  }
   for (size_t s = 0; s < batch_.size(); ++s) {
     if (QueryWindow* w = batch_[s].window) {
-      const int64_t first = static_cast<int64_t>(q_indptr_[s]) * qd, count = q_indptr_[s + 1] - q_indptr_[s];
-      const float* rows = q_.data() + first;
-      if (!backend_.HostMemory()) {
-        host_q_.resize(static_cast<size_t>(count * qd));
-        backend_.CopyOut(host_q_.data(), rows, count * qd * static_cast<int64_t>(sizeof(float)));
-        rows = host_q_.data();
-      }
+      const int64_t first = q_indptr_[s], count = q_indptr_[s + 1] - q_indptr_[s];
+      const float* rows = backend_.HostMemory() ? q_.data() + first * qd : host_q_.data() + (first - lo) * qd;
       w->Append(l, rows, count);
     }
   }
