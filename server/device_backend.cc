@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/generator.h"
 #include "engine/kv/kv_memory.h"
 
 #ifdef KVSERVE_HAVE_CUDA
@@ -31,6 +32,18 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForDevice(std::string_view d
   if (device == "cuda") return absl::FailedPreconditionError(absl::StrCat("--device cuda: ", reason));
   std::fprintf(stderr, "kvserve: --device auto: %s; using the CPU backend\n", reason.c_str());
   return MakeCpuBackend();
+}
+
+absl::Status UploadWeights(const Model& model, const Tokenizer& tokenizer, Backend& backend) {
+  if (backend.HostMemory()) return absl::OkStatus();
+  // One token, one step: every layer's weights and the output head go through the backend.
+  // (Activation scratch for the engine's larger steps still grows later, outside the pool.)
+  GenerationOptions o;
+  o.max_new_tokens = 1;
+  o.ignore_eos = true;
+  const int32_t token = 0;
+  absl::StatusOr<GenerationResult> r = Generate(model, tokenizer, backend, absl::MakeConstSpan(&token, 1), o);
+  return r.ok() ? absl::OkStatus() : r.status();
 }
 
 absl::StatusOr<int64_t> KvMemoryBytes(std::string_view spec, Backend& backend) {

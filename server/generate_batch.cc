@@ -41,6 +41,7 @@ int RunGenerateBatch(const CliArgs& args, const GenerationOptions& options, cons
   }
   if (prompts.empty()) return Fail(absl::InvalidArgumentError(absl::StrCat("--prompts-file '", path, "' has no prompts")));
 
+  if (absl::Status st = UploadWeights(model, tokenizer, backend); !st.ok()) return Fail(st);
   absl::StatusOr<int64_t> bytes = KvMemoryBytes(args.Get("kv-memory").value_or("512M"), backend);
   if (!bytes.ok()) return Fail(bytes.status());
   EngineConfig config;

@@ -97,6 +97,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForDevice(o.device);
   if (!backend.ok()) return backend.status();
   e->backend = *std::move(backend);
+  if (absl::Status st = UploadWeights(e->model, *e->tokenizer, *e->backend); !st.ok()) return st;
   absl::StatusOr<int64_t> bytes = KvMemoryBytes(o.kv_memory, *e->backend);
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<int64_t> pages = PagesForBytes(*bytes, {0, o.page_size, c.n_kv_heads, c.head_dim});
