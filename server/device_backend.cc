@@ -2,13 +2,11 @@
 // kvserve_cuda (which defines KVSERVE_HAVE_CUDA).
 #include "server/device_backend.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "engine/generator.h"
-#include "engine/kv/kv_memory.h"
 
 #ifdef KVSERVE_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -44,24 +42,6 @@ absl::Status UploadWeights(const Model& model, const Tokenizer& tokenizer, Backe
   const int32_t token = 0;
   absl::StatusOr<GenerationResult> r = Generate(model, tokenizer, backend, absl::MakeConstSpan(&token, 1), o);
   return r.ok() ? absl::OkStatus() : r.status();
-}
-
-absl::StatusOr<int64_t> KvMemoryBytes(std::string_view spec, Backend& backend) {
-  int64_t available = 0;  // unknown: a fraction is then refused by ParseKvMemory
-  if (backend.HostMemory()) {
-    absl::StatusOr<int64_t> host = AvailableMemoryBytes();
-    if (host.ok()) available = *host;
-  } else {
-    available = std::max<int64_t>(backend.FreeMemoryBytes(), 0);
-  }
-  absl::StatusOr<int64_t> bytes = ParseKvMemory(spec, available);
-  // A device allocation that does not fit aborts inside the backend; say so here instead.
-  if (bytes.ok() && !backend.HostMemory() && *bytes > available) {
-    return absl::ResourceExhaustedError(absl::StrCat("--kv-memory ", std::string(spec), " (", *bytes,
-                                                     " bytes) is more than the ", available, " bytes free on the ",
-                                                     std::string(backend.Name()), " device"));
-  }
-  return bytes;
 }
 
 }  // namespace kvserve

@@ -1,6 +1,5 @@
 // `--device auto|cpu|cuda`: picks the compute backend of a kvserve command.
 #pragma once
-#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -20,9 +19,5 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForDevice(std::string_view d
 // in device memory before the KV pool is sized, and a fractional --kv-memory (a share of the
 // memory free then) leaves room for them. A no-op on host-memory backends.
 absl::Status UploadWeights(const Model& model, const Tokenizer& tokenizer, Backend& backend);
-
-// --kv-memory BYTES|FRACTION for a pool in `backend`'s memory: a fraction is a share of the
-// device's free memory on a device backend, of MemAvailable on the host (kv_memory.h).
-absl::StatusOr<int64_t> KvMemoryBytes(std::string_view spec, Backend& backend);
 
 }  // namespace kvserve

@@ -81,4 +81,22 @@ int64_t PeakPagesForRequest(int64_t prompt_tokens, int64_t max_new_tokens, int64
   return pages;
 }
 
+absl::StatusOr<int64_t> KvMemoryBytes(std::string_view spec, Backend& backend) {
+  int64_t available = 0;  // unknown: a fraction is then refused by ParseKvMemory
+  if (backend.HostMemory()) {
+    absl::StatusOr<int64_t> host = AvailableMemoryBytes();
+    if (host.ok()) available = *host;
+  } else {
+    available = std::max<int64_t>(backend.FreeMemoryBytes(), 0);
+  }
+  absl::StatusOr<int64_t> bytes = ParseKvMemory(spec, available);
+  // A device allocation that does not fit aborts inside the backend; say so here instead.
+  if (bytes.ok() && !backend.HostMemory() && *bytes > available) {
+    return absl::ResourceExhaustedError(absl::StrCat("--kv-memory ", std::string(spec), " (", *bytes,
+                                                     " bytes) is more than the ", available, " bytes free on the ",
+                                                     std::string(backend.Name()), " device"));
+  }
+  return bytes;
+}
+
 }  // namespace kvserve

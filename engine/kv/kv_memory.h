@@ -18,6 +18,12 @@ absl::StatusOr<int64_t> ParseKvMemory(std::string_view spec, int64_t available_b
 // MemAvailable from /proc/meminfo, in bytes.
 absl::StatusOr<int64_t> AvailableMemoryBytes();
 
+// --kv-memory for a pool in `backend`'s memory: on a device backend a fraction is a share of
+// the device's free memory (Backend::FreeMemoryBytes), and more bytes than are free is
+// RESOURCE_EXHAUSTED (the allocation would abort inside the backend); on the host, a share of
+// MemAvailable.
+absl::StatusOr<int64_t> KvMemoryBytes(std::string_view spec, Backend& backend);
+
 // How many pages of this shape fit in `bytes`; fails when not even one does.
 absl::StatusOr<int64_t> PagesForBytes(int64_t bytes, const PagePoolShape& shape);
 

@@ -36,6 +36,9 @@ class HostAsDeviceBackend final : public Backend {
   }
   void SwiGlu(const float* g, const float* u, float* out, int64_t n) override { cpu_->SwiGlu(g, u, out, n); }
   void Add(float* x, const float* y, int64_t n) override { cpu_->Add(x, y, n); }
+  // What FreeMemoryBytes reports (a device's free memory; -1 = unknown).
+  int64_t free_bytes = -1;
+  int64_t FreeMemoryBytes() override { return free_bytes; }
   int64_t compression_ops = 0;
   void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int32_t* slots) override {
     ++compression_ops;

@@ -2,6 +2,7 @@
 #include "engine/kv/kv_memory.h"
 
 #include "gtest/gtest.h"
+#include "tests/kernels/host_as_device_backend.h"
 
 namespace kvserve {
 namespace {
@@ -28,6 +29,22 @@ TEST(KvMemoryTest, AvailableMemoryIsPositive) {
   absl::StatusOr<int64_t> avail = AvailableMemoryBytes();
   ASSERT_TRUE(avail.ok()) << avail.status();
   EXPECT_GT(*avail, 0);
+}
+
+TEST(KvMemoryTest, OnADeviceAFractionIsOfFreeDeviceMemoryAndMoreThanFreeIsRefused) {
+  HostAsDeviceBackend device;
+  device.free_bytes = 4 << 20;
+  EXPECT_EQ(*KvMemoryBytes("0.5", device), 2 << 20);
+  EXPECT_EQ(*KvMemoryBytes("3M", device), 3 << 20);
+  const absl::StatusOr<int64_t> big = KvMemoryBytes("8M", device);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("4194304 bytes free on the host-as-device device"), std::string::npos)
+      << big.status();
+  // On the host a fraction is of MemAvailable (read twice here, so it may move a little).
+  auto cpu = MakeCpuBackend();
+  const double host = static_cast<double>(*KvMemoryBytes("0.5", *cpu));
+  EXPECT_NEAR(host, 0.5 * static_cast<double>(*AvailableMemoryBytes()), 0.05 * host);
 }
 
 TEST(KvMemoryTest, PagesForBytes) {
