@@ -1,6 +1,6 @@
 // EngineStateCollector: builds gauge families from Engine::stats() and /proc at scrape.
 // With --device cuda the KV gauges count pages in device memory (the pool's bookkeeping is on
-// the host); a gauge of the device's own free memory is not exported yet.
+// the host), and kvserve_device_memory_free_bytes is what the device has left.
 #include "server/metrics_state_collector.h"
 
 #include <fstream>
@@ -43,6 +43,13 @@ std::vector<prometheus::MetricFamily> EngineStateCollector::Collect() const {
                       mem.resident_bytes));
   out.push_back(Gauge("kvserve_process_peak_resident_memory_bytes",
                       "Peak resident memory of the server process (VmHWM).", mem.peak_resident_bytes));
+  if (Backend* b = backend_.load(); b != nullptr && !b->HostMemory()) {
+    const int64_t free_bytes = b->FreeMemoryBytes();
+    if (free_bytes >= 0) {
+      out.push_back(Gauge("kvserve_device_memory_free_bytes", "Free memory of the compute device (KV pool, weights "
+                          "and activations are allocated from it).", static_cast<double>(free_bytes)));
+    }
+  }
   const Engine* engine = engine_.load();
   if (engine == nullptr) return out;
   const EngineStats s = engine->stats();

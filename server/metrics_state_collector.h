@@ -1,5 +1,5 @@
 // Gauges read at scrape time, so a scrape always sees the engine as it is now: requests
-// running and waiting, KV pages, peak KV bytes, process memory.
+// running and waiting, KV pages, peak KV bytes, process memory, and a device's free memory.
 #pragma once
 #include <atomic>
 #include <vector>
@@ -14,10 +14,14 @@ class EngineStateCollector : public prometheus::Collectable {
  public:
   // Until set_engine is called (the model is loading) only process memory is reported.
   void set_engine(const Engine* engine) { engine_.store(engine); }
+  // With a device backend (not host memory), scrapes also report its free memory. Set before
+  // set_engine; the backend must outlive the collector's use (set nullptr first).
+  void set_backend(Backend* backend) { backend_.store(backend); }
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   std::atomic<const Engine*> engine_{nullptr};
+  std::atomic<Backend*> backend_{nullptr};
 };
 
 // VmRSS and VmHWM of this process from /proc/self/status, in bytes (0 when unreadable).

@@ -191,6 +191,7 @@ int RunServe(int argc, char** argv) {
   ServeContext ctx{o, le.model, *le.tokenizer, *le.engine, metrics, tracker, le.max_context,
                    le.max_new_tokens_limit, le.engine->stats().pool.pages_total, le.kv_defaults};
   le.engine->SetStepObserver([&metrics](const EngineStepStats& s) { metrics.ObserveStep(s); });
+  collector->set_backend(le.backend.get());
   collector->set_engine(le.engine.get());
   service.set_context(&ctx);
   SetHealth(*server, true);
@@ -214,6 +215,7 @@ int RunServe(int argc, char** argv) {
   server->Wait();
   service.set_context(nullptr);
   collector->set_engine(nullptr);
+  collector->set_backend(nullptr);
   std::fprintf(stderr, "kvserve serve: stopped\n");
   return 0;
 }
