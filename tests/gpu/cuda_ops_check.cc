@@ -24,6 +24,7 @@
 #include "kernels/cpu/fp16.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
+#include "tests/gpu/cuda_device_test.h"
 #include "tests/kernels/cpu/random_blocks.h"
 
 namespace kvserve {
@@ -41,34 +42,14 @@ double RelError(const std::vector<float>& got, const std::vector<float>& want) {
   return num / den;
 }
 
-class CudaOps : public ::testing::Test {
+class CudaOps : public CudaDeviceTest {
  protected:
   void SetUp() override {
-    std::string why;
-    if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA device: " << why;
-    gpu_ = MakeCudaBackend(0);
+    CudaDeviceTest::SetUp();
     cpu_ = MakeCpuBackend();
   }
-  void TearDown() override {
-    for (void* p : device_) gpu_->Deallocate(p);
-  }
-  // A device copy of host data, freed at the end of the test.
-  template <typename T>
-  T* Up(const std::vector<T>& host) {
-    auto* p = static_cast<T*>(gpu_->Allocate(static_cast<int64_t>(sizeof(T) * std::max<size_t>(host.size(), 1))));
-    gpu_->CopyIn(p, host.data(), static_cast<int64_t>(sizeof(T) * host.size()));
-    device_.push_back(p);
-    return p;
-  }
-  template <typename T>
-  std::vector<T> Down(const T* p, size_t n) {
-    std::vector<T> host(n);
-    gpu_->CopyOut(host.data(), p, static_cast<int64_t>(sizeof(T) * n));
-    return host;
-  }
 
-  std::unique_ptr<Backend> gpu_, cpu_;
-  std::vector<void*> device_;
+  std::unique_ptr<Backend> cpu_;
 };
 
 TEST_F(CudaOps, RmsNorm) {

@@ -21,6 +21,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
+#include "tests/gpu/cuda_timer.h"
 
 namespace kvserve {
 namespace {
@@ -30,24 +31,7 @@ constexpr int64_t kWindow = 64, kChunk = 8192;
 
 // Median milliseconds of `reps` runs of fn on stream, after one warm-up.
 double TimeMs(cudaStream_t stream, int reps, const std::function<void()>& fn) {
-  cudaEvent_t a, b;
-  KVSERVE_CUDA_CHECK(cudaEventCreate(&a));
-  KVSERVE_CUDA_CHECK(cudaEventCreate(&b));
-  fn();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    KVSERVE_CUDA_CHECK(cudaEventRecord(a, stream));
-    fn();
-    KVSERVE_CUDA_CHECK(cudaEventRecord(b, stream));
-    KVSERVE_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    KVSERVE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return CudaTimeMs(stream, reps, fn);
 }
 
 // Backend buffers freed at scope end.

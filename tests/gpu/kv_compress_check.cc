@@ -25,6 +25,7 @@
 #include "kernels/cpu/kv_compress_ops.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
+#include "tests/gpu/cuda_device_test.h"
 #include "tests/kernels/cpu/random_blocks.h"
 
 namespace kvserve {
@@ -60,33 +61,9 @@ struct Layer {
   PagedKv Host() { return {k.data(), v.data(), log_w.data(), ps, kvh, hd}; }
 };
 
-class CudaKvCompress : public ::testing::Test {
+class CudaKvCompress : public CudaDeviceTest {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA device: " << why;
-    gpu_ = MakeCudaBackend(0);
-  }
-  void TearDown() override {
-    for (void* p : device_) gpu_->Deallocate(p);
-  }
-  template <typename T>
-  T* Up(const std::vector<T>& host) {
-    auto* p = static_cast<T*>(gpu_->Allocate(static_cast<int64_t>(sizeof(T) * std::max<size_t>(host.size(), 1))));
-    gpu_->CopyIn(p, host.data(), static_cast<int64_t>(sizeof(T) * host.size()));
-    device_.push_back(p);
-    return p;
-  }
-  template <typename T>
-  std::vector<T> Down(const T* p, size_t n) {
-    std::vector<T> host(n);
-    gpu_->CopyOut(host.data(), p, static_cast<int64_t>(sizeof(T) * n));
-    return host;
-  }
   PagedKv Device(Layer& L) { return {Up(L.k), Up(L.v), Up(L.log_w), L.ps, L.kvh, L.hd}; }
-
-  std::unique_ptr<Backend> gpu_;
-  std::vector<void*> device_;
 };
 
 // GPU and CPU kept sets [heads, k] from scores computed on each side: any slot kept by one
