@@ -2,6 +2,7 @@
 // (mean KL on natural text, passkey and multikey retrieval accuracy). See docs/QUALITY.md.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -105,6 +106,20 @@ absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
     }
     plan.budgets.push_back(v);
   }
+  if (a.Get("auto-risks")) {
+    auto risks = ListFlag(a, "auto-risks", "");
+    if (!risks.ok()) return risks.status();
+    for (const std::string& r : *risks) {
+      double v;
+      if (!absl::SimpleAtod(r, &v) || !(v > 0) || !std::isfinite(v)) {
+        return FlagError("auto-risks", r, "an auto:RISK budget needs RISK > 0");
+      }
+      if (plan.base.at != CompressAt::kPrefillEnd) {
+        return FlagError("auto-risks", r, "auto:RISK budgets need --compress-at prefill_end");
+      }
+      plan.auto_risks.push_back(v);
+    }
+  }
   auto tasks = ListFlag(a, "tasks", "kl,passkey,multikey");
   if (!tasks.ok()) return tasks.status();
   for (const std::string& t : *tasks) {
@@ -163,7 +178,8 @@ const char* kEvalHelp =
     "kvserve eval --model PATH|random:PRESET\n"
     "  [--policies full,streaming,snapkv,pyramid,criticalkv] (also mergereduce:random|cluster; POLICY@PLAN\n"
     "  picks a budget plan per row: snapkv@ripple, criticalkv@pyramid) [--ripple-profile PROFILE.json --ripple-r 8 --ripple-gamma 4]\n"
-    "  [--budgets 0.1,0.2,0.3 (fractions of the context)]\n"
+    "  [--budgets 0.1,0.2,0.3 (fractions of the context)] [--auto-risks 0.1,0.2 (auto:RISK rows; the\n"
+    "  cells then show the share of the context kept, in parentheses)]\n"
     "  [--contexts 2048,4096,7500 (tokens)] [--tasks kl,passkey,multikey] [--samples N=3]\n"
     "  [--continuation N=64 (kl tokens after the context)] [--answer-tokens N=12 (greedy answer length)]\n"
     "  [--corpus DIR=tests/data/corpus] [--seed S=0] [--prompt-style plain|chat=plain]\n"
@@ -183,7 +199,7 @@ int RunEval(int argc, char** argv) {
       "model",        "policies", "budgets", "contexts",     "tasks",     "samples",       "continuation",
       "answer-tokens", "corpus",  "seed",    "prompt-style", "page-size", "prefill-chunk", "kv-window",
       "first-stage-ratio", "pool-kernel", "sink-tokens", "ripple-profile", "ripple-r", "ripple-gamma",
-      "compress-at", "reduce-protected-dims"};
+      "compress-at", "reduce-protected-dims", "auto-risks"};
   EVAL_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"help", "verbose"}));
   if (args.Flag("help")) {
     std::fputs(kEvalHelp, stderr);

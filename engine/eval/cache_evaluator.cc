@@ -147,6 +147,8 @@ absl::StatusOr<double> CacheEvaluator::Score(const CompressionSettings& settings
       if (absl::Status st = comp->AfterStep(backend_, *pool_, clone.seq(), /*prompt_done=*/true); !st.ok()) return st;
     }
   }
+  last_mean_quota_ = comp ? std::min(comp->mean_quota(), static_cast<double>(sample_.context.size()))
+                         : static_cast<double>(sample_.context.size());
   if (sample_.continuation.empty()) {
     absl::StatusOr<bool> right = Answer(clone.seq(), comp.get(), chunked ? chunk_logits : last_logits_);
     if (!right.ok()) return right.status();

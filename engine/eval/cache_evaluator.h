@@ -46,6 +46,9 @@ class CacheEvaluator {
   absl::StatusOr<double> Score(const CompressionSettings& settings);
 
   double prefill_seconds() const { return prefill_seconds_; }
+  // Tokens per layer the last Score's cache kept to, mean over layers (the context's length
+  // for the full cache; what auto:RISK picked for an auto budget).
+  double last_mean_quota() const { return last_mean_quota_; }
   // The text of the last greedy answer Score produced.
   const std::string& last_answer() const { return last_answer_; }
   const PagePool& pool() const { return *pool_; }
@@ -74,6 +77,7 @@ class CacheEvaluator {
   std::vector<float> scratch_;
   double prefill_seconds_ = 0;
   std::string last_answer_;
+  double last_mean_quota_ = 0;
 };
 
 }  // namespace kvserve

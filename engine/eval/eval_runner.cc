@@ -33,6 +33,7 @@ std::vector<EvalRow> EvalRows(const EvalPlan& plan) {
   for (const std::string& p : plan.policies) {
     if (p == "full") continue;
     for (double b : plan.budgets) rows.push_back({p, b});
+    for (double r : plan.auto_risks) rows.push_back({p, 1.0, r});
   }
   return rows;
 }
@@ -48,6 +49,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
     for (int64_t c : plan.contexts) table.columns.push_back({t, c});
   }
   table.mean.assign(table.rows.size() * table.columns.size(), 0.0);
+  table.kept.assign(table.rows.size() * table.columns.size(), 0.0);
 
   // Build every sample first: a context too short for its task fails before any prefill.
   std::vector<std::vector<EvalSample>> samples(table.columns.size());
@@ -66,6 +68,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
     CompressionSettings s = plan.base;
     ApplyPolicySpec(row.policy, &s);
     s.budget = row.budget;
+    s.auto_risk = row.auto_risk;
     if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) return st;
     settings.push_back(s);
   }
@@ -90,10 +93,14 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
         absl::StatusOr<double> score = evaluator.Score(settings[r]);
         if (!score.ok()) {
           return absl::Status(score.status().code(),
-                              absl::StrCat(table.rows[r].policy, " at budget ", table.rows[r].budget, ": ",
-                                           score.status().message()));
+                              absl::StrCat(table.rows[r].policy, " at budget ",
+                                           table.rows[r].auto_risk > 0 ? absl::StrCat("auto:", table.rows[r].auto_risk)
+                                                                       : absl::StrCat(table.rows[r].budget),
+                                           ": ", score.status().message()));
         }
         table.at(r, col) += *score / static_cast<double>(plan.samples);
+        table.kept_at(r, col) += std::min(1.0, evaluator.last_mean_quota() / static_cast<double>(column.context)) /
+                                 static_cast<double>(plan.samples);
         ++table.configs_scored;
         if (table.rows[r].policy == "full") full_answer = evaluator.last_answer();
         if (plan.verbose && progress) {

@@ -21,6 +21,7 @@ namespace kvserve {
 struct EvalPlan {
   std::vector<std::string> policies;  // "full" is the uncompressed baseline: one row
   std::vector<double> budgets;        // fractions of the context, in (0, 1]
+  std::vector<double> auto_risks;     // auto:RISK budgets, a row each per policy (prefill_end only)
   std::vector<int64_t> contexts;      // tokens
   std::vector<EvalTask> tasks;
   int64_t samples = 3;
@@ -34,7 +35,8 @@ struct EvalPlan {
   bool verbose = false;               // a progress line per configuration, with its answer
 };
 
-// The rows the plan asks for: full once (if asked), then each other policy x budget.
+// The rows the plan asks for: full once (if asked), then each other policy x budget, then
+// each other policy x auto risk.
 std::vector<EvalRow> EvalRows(const EvalPlan& plan);
 
 // Runs the plan; corpus may be null when it has no kl task. Every sample is built (and

@@ -15,11 +15,14 @@ std::string FormatEvalTable(const EvalTable& t) {
   absl::StrAppend(&out, "\n", rule, "\n");
   for (size_t r = 0; r < t.rows.size(); ++r) {
     const EvalRow& row = t.rows[r];
-    absl::StrAppend(&out, "| ", row.policy, " | ", row.policy == "full" ? "-" : absl::StrFormat("%.2f", row.budget),
-                    " |");
+    const std::string budget = row.policy == "full" ? "-"
+                               : row.auto_risk > 0 ? absl::StrFormat("auto:%.2f", row.auto_risk)
+                                                   : absl::StrFormat("%.2f", row.budget);
+    absl::StrAppend(&out, "| ", row.policy, " | ", budget, " |");
     for (size_t c = 0; c < t.columns.size(); ++c) {
-      absl::StrAppend(&out, " ", absl::StrFormat(t.columns[c].task == EvalTask::kKl ? "%.4f" : "%.2f", t.at(r, c)),
-                      " |");
+      absl::StrAppend(&out, " ", absl::StrFormat(t.columns[c].task == EvalTask::kKl ? "%.4f" : "%.2f", t.at(r, c)));
+      if (row.auto_risk > 0 && !t.kept.empty()) absl::StrAppend(&out, absl::StrFormat(" (%.2f)", t.kept_at(r, c)));
+      out += " |";
     }
     out += "\n";
   }

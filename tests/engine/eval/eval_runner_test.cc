@@ -45,6 +45,40 @@ TEST(EvalRunnerTest, TinyModelTableHasEveryRowAndColumnAndAZeroFullRow) {
   EXPECT_NE(md.find("| streaming | 0.50 |"), std::string::npos) << md;
 }
 
+TEST(EvalRunnerTest, AutoRiskRowsReportTheShareOfTheContextTheyKept) {
+  auto model = MakeRandomModel("tiny", 1);
+  ASSERT_TRUE(model.ok());
+  auto tok = Tokenizer::Create(model->tokenizer);
+  auto corpus = TextCorpus::Load(testing::SourcePath("tests/data/corpus"), *tok);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  auto backend = MakeCpuBackend();
+  EvalPlan plan;
+  plan.policies = {"full", "snapkv"};
+  plan.budgets = {0.5};
+  plan.auto_risks = {0.05, 5.0};
+  plan.contexts = {300};
+  plan.tasks = {EvalTask::kKl};
+  plan.samples = 1;
+  plan.continuation = 16;
+  plan.base.window = 16;
+  auto table = RunEvalPlan(*model, *tok, *backend, plan, &*corpus);
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_EQ(table->rows.size(), 4u);  // full, snapkv 0.5, snapkv auto:0.05, snapkv auto:5
+  EXPECT_EQ(table->rows[2].auto_risk, 0.05);
+  EXPECT_EQ(table->kept_at(0, 0), 1.0);                   // the full cache keeps everything
+  EXPECT_NEAR(table->kept_at(1, 0), 0.5, 1.0 / 300);      // a fixed half
+  EXPECT_GE(table->kept_at(2, 0), table->kept_at(3, 0));  // a lower risk keeps at least as much
+  EXPECT_GT(table->kept_at(3, 0), 0.0);
+  EXPECT_LE(table->kept_at(2, 0), 1.0);
+  const std::string md = FormatEvalTable(*table);
+  EXPECT_NE(md.find("| snapkv | auto:0.05 | "), std::string::npos) << md;
+  EXPECT_NE(md.find("| snapkv | 0.50 | "), std::string::npos) << md;
+  EXPECT_EQ(md.find("| snapkv | 0.50 | 0.0000 ("), std::string::npos) << md;  // fixed rows show no share
+  EXPECT_NE(md.find(") |"), std::string::npos) << md;
+  plan.base.at = CompressAt::kChunk;  // auto needs the whole prompt
+  EXPECT_EQ(RunEvalPlan(*model, *tok, *backend, plan, &*corpus).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(EvalRunnerTest, AContextTooShortForItsTaskFailsBeforeAnyPrefill) {
   auto model = MakeRandomModel("tiny", 1);
   auto tok = Tokenizer::Create(model->tokenizer);
