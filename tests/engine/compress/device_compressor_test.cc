@@ -151,9 +151,11 @@ TEST_F(DeviceCompressionGenerationTest, GeneratesAsTheHostPathDoes) {
       HostAsDeviceBackend* dev = device.get();
       backend_ = std::move(device);
       const GenerationResult got = Run(prompt, kv, 40, 32, 8);
+      // Read before the device backend is replaced (and destroyed) below.
+      const int64_t device_ops = dev->compression_ops;
       backend_ = std::move(cpu);
       const std::string what = std::string(policy) + (at == CompressAt::kChunk ? " chunk" : " prefill_end");
-      EXPECT_GT(dev->compression_ops, 0) << what;
+      EXPECT_GT(device_ops, 0) << what;
       EXPECT_GT(host.compression.evicted_slots, 0) << what;
       EXPECT_EQ(got.compression.evicted_slots, host.compression.evicted_slots) << what;
       EXPECT_EQ(got.compression.compactions, host.compression.compactions) << what;
