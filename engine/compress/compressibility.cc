@@ -142,16 +142,13 @@ LayerCompressibility SummarizeSpectrum(const std::vector<double>& eig, int64_t r
   return out;
 }
 
-CompressibilityEstimate CompressibilityEstimator::Estimate(const QueryWindow& window, int64_t n_heads,
-                                                           float scale) const {
+CompressibilityEstimate CompressibilityEstimator::Estimate(float scale) const {
   CompressibilityEstimate est;
-  const int64_t d = head_dim_, n_layers = static_cast<int64_t>(count_.size()), group = n_heads / n_kv_heads_;
-  std::vector<float> rows, q;
+  const int64_t d = head_dim_, n_layers = static_cast<int64_t>(count_.size());
   for (int64_t l = 0; l < n_layers; ++l) {
     LayerCompressibility layer;
-    const int64_t n = count_[l], w = window.size(l);
-    if (n >= 2 && (w >= 1 || q_rows_[l] > 0)) {
-      if (q_rows_[l] == 0) window.CopyOrdered(l, &rows);
+    const int64_t n = count_[l];
+    if (n >= 2 && q_rows_[l] > 0) {
       for (int64_t g = 0; g < n_kv_heads_; ++g) {
         std::vector<double> cov(static_cast<size_t>(d * d));
         const double* sum = sum_[l].data() + g * d;
@@ -161,21 +158,10 @@ CompressibilityEstimate CompressibilityEstimator::Estimate(const QueryWindow& wi
             cov[a * d + b] = m2[a * d + b] / static_cast<double>(n) - sum[a] * sum[b] / (static_cast<double>(n) * n);
           }
         }
-        LayerCompressibility s;
-        if (q_rows_[l] > 0) {
-          const std::vector<double> gram(q_gram_[l].begin() + g * d * d, q_gram_[l].begin() + (g + 1) * d * d);
-          s = SummarizeSpectrum(ResponseSpectrumFromGram(cov, gram, d, scale), q_rows_[l]);
-        } else {
-          // The group's window queries as one [group * w, d] block: the response profile of
-          // an entry is its logit under every query head of its KV head, every window query.
-          q.resize(static_cast<size_t>(group * w * d));
-          for (int64_t hh = 0; hh < group; ++hh) {
-            for (int64_t i = 0; i < w; ++i) {
-              std::copy_n(rows.data() + (i * n_heads + g * group + hh) * d, d, q.data() + (hh * w + i) * d);
-            }
-          }
-          s = SummarizeSpectrum(ResponseSpectrum(cov, q.data(), group * w, d, scale), group * w);
-        }
+        // The response profile of an entry is its logit under every query head of its KV
+        // head, every sampled query: their Gram matrix is all the spectrum needs.
+        const std::vector<double> gram(q_gram_[l].begin() + g * d * d, q_gram_[l].begin() + (g + 1) * d * d);
+        const LayerCompressibility s = SummarizeSpectrum(ResponseSpectrumFromGram(cov, gram, d, scale), q_rows_[l]);
         layer.trace += s.trace / static_cast<double>(n_kv_heads_);
         layer.effective_rank += s.effective_rank / static_cast<double>(n_kv_heads_);
         layer.spectral_tail += s.spectral_tail / static_cast<double>(n_kv_heads_);

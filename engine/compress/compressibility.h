@@ -57,9 +57,9 @@ class CompressibilityEstimator {
   // Adds the newest n rows of layer l's window (n_heads query heads each) to the layer's
   // query moments.
   void AddQueries(const QueryWindow& window, int64_t l, int64_t n, int64_t n_heads, Backend& backend);
-  // The estimate from the moments so far; a layer that was given no queries uses the
-  // window's rows.
-  CompressibilityEstimate Estimate(const QueryWindow& window, int64_t n_heads, float scale) const;
+  // The estimate from the moments so far (scale: the attention scale, 1/sqrt(head_dim)). A
+  // layer given fewer than 2 entries or no queries reports zeros for the key side.
+  CompressibilityEstimate Estimate(float scale) const;
 
  private:
   int64_t n_kv_heads_, head_dim_;

@@ -17,7 +17,6 @@ constexpr int64_t kSinkSlots = 4;
 
 void SequenceCompressor::SetUpMergeReduce() {
   const ModelConfig& c = model_.config;
-  estimator_ = std::make_unique<CompressibilityEstimator>(c.n_layers, c.n_kv_heads, c.head_dim);
   estimated_len_.assign(static_cast<size_t>(c.n_layers), 0);
   // auto:RISK knows its budget only at the end of the prompt; until then every layer may
   // hold the whole prompt (prefill_end holds it anyway), which is what admission reserves.
@@ -104,8 +103,11 @@ double SequenceCompressor::EstimatedRisk() const {
 }
 
 void SequenceCompressor::ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done) {
-  if (!estimator_ || prompt_compressed_) return;
+  if (prompt_compressed_) return;
   const ModelConfig& c = model_.config;
+  // Made on the first prompt step, not with the compressor: a queued request holds none of
+  // its moments and value sample, and a device pool (which skips the estimate) never does.
+  if (!estimator_) estimator_ = std::make_unique<CompressibilityEstimator>(c.n_layers, c.n_kv_heads, c.head_dim);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     // The slots past what the estimator saw are this step's new entries (never compacted
     // yet). The first kSinkSlots are left out: attention-sink keys are outliers whose
@@ -117,7 +119,7 @@ void SequenceCompressor::ObservePrompt(Backend& backend, PagePool& pool, const S
     estimator_->AddQueries(window_, l, seq.layer_len[l] - estimated_len_[l], c.n_heads, backend);
   }
   if (prompt_done) {
-    compressibility_ = estimator_->Estimate(window_, c.n_heads, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));
+    compressibility_ = estimator_->Estimate(1.0f / std::sqrt(static_cast<float>(c.head_dim)));
     // AfterStep compresses right after this, with the quotas picked here.
     if (settings_.auto_risk > 0) ApplyAutoBudget();
   }

@@ -74,7 +74,8 @@ TEST(CompressibilityTest, SeparatesKeysInFewDirectionsFromKeysInAll) {
     std::vector<float> q(static_cast<size_t>(w * n_heads * d));
     for (float& x : q) x = g(rng);
     window.Append(0, q.data(), w);
-    return est.Estimate(window, n_heads, 1.0f / std::sqrt(static_cast<float>(d)));
+    est.AddQueries(window, 0, w, n_heads, *backend);
+    return est.Estimate(1.0f / std::sqrt(static_cast<float>(d)));
   };
   const CompressibilityEstimate easy = estimate(2), hard = estimate(32);
   ASSERT_EQ(easy.layers.size(), 1u);
