@@ -49,7 +49,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
     for (int64_t c : plan.contexts) table.columns.push_back({t, c});
   }
   table.mean.assign(table.rows.size() * table.columns.size(), 0.0);
-  table.kept.assign(table.rows.size() * table.columns.size(), 0.0);
+  table.budget_share.assign(table.rows.size() * table.columns.size(), 0.0);
 
   // Build every sample first: a context too short for its task fails before any prefill.
   std::vector<std::vector<EvalSample>> samples(table.columns.size());
@@ -99,7 +99,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
                                            ": ", score.status().message()));
         }
         table.at(r, col) += *score / static_cast<double>(plan.samples);
-        table.kept_at(r, col) += std::min(1.0, evaluator.last_mean_quota() / static_cast<double>(column.context)) /
+        table.budget_share_at(r, col) += std::min(1.0, evaluator.last_mean_quota() / static_cast<double>(column.context)) /
                                  static_cast<double>(plan.samples);
         ++table.configs_scored;
         if (table.rows[r].policy == "full") full_answer = evaluator.last_answer();

@@ -21,7 +21,7 @@ std::string FormatEvalTable(const EvalTable& t) {
     absl::StrAppend(&out, "| ", row.policy, " | ", budget, " |");
     for (size_t c = 0; c < t.columns.size(); ++c) {
       absl::StrAppend(&out, " ", absl::StrFormat(t.columns[c].task == EvalTask::kKl ? "%.4f" : "%.2f", t.at(r, c)));
-      if (row.auto_risk > 0 && !t.kept.empty()) absl::StrAppend(&out, absl::StrFormat(" (%.2f)", t.kept_at(r, c)));
+      if (row.auto_risk > 0 && !t.budget_share.empty()) absl::StrAppend(&out, absl::StrFormat(" (%.2f)", t.budget_share_at(r, c)));
       out += " |";
     }
     out += "\n";

@@ -24,19 +24,19 @@ struct EvalTable {
   std::vector<EvalRow> rows;
   std::vector<EvalColumn> columns;
   std::vector<double> mean;  // [rows, columns]: mean KL in nats, or the fraction answered right
-  std::vector<double> kept;  // [rows, columns]: mean share of the context each layer kept
+  std::vector<double> budget_share;  // [rows, columns]: mean per-layer budget as a share of the context
   int64_t contexts_prefilled = 0;
   int64_t configs_scored = 0;
 
   double& at(size_t row, size_t col) { return mean[row * columns.size() + col]; }
   double at(size_t row, size_t col) const { return mean[row * columns.size() + col]; }
-  double& kept_at(size_t row, size_t col) { return kept[row * columns.size() + col]; }
-  double kept_at(size_t row, size_t col) const { return kept[row * columns.size() + col]; }
+  double& budget_share_at(size_t row, size_t col) { return budget_share[row * columns.size() + col]; }
+  double budget_share_at(size_t row, size_t col) const { return budget_share[row * columns.size() + col]; }
 };
 
 // | policy | budget | kl@2048 | ... |, KL with 4 decimals, accuracy with 2; full's budget is "-".
-// An auto:RISK row shows "auto:RISK" as its budget and, in each cell, the share of the
-// context it kept: "0.0512 (0.14)".
+// An auto:RISK row shows "auto:RISK" as its budget and, in each cell, the per-layer budget
+// the risk picked as a share of the context: "0.0512 (0.14)".
 std::string FormatEvalTable(const EvalTable& table);
 
 }  // namespace kvserve

@@ -45,7 +45,7 @@ TEST(EvalRunnerTest, TinyModelTableHasEveryRowAndColumnAndAZeroFullRow) {
   EXPECT_NE(md.find("| streaming | 0.50 |"), std::string::npos) << md;
 }
 
-TEST(EvalRunnerTest, AutoRiskRowsReportTheShareOfTheContextTheyKept) {
+TEST(EvalRunnerTest, AutoRiskRowsReportTheBudgetTheyPicked) {
   auto model = MakeRandomModel("tiny", 1);
   ASSERT_TRUE(model.ok());
   auto tok = Tokenizer::Create(model->tokenizer);
@@ -65,11 +65,12 @@ TEST(EvalRunnerTest, AutoRiskRowsReportTheShareOfTheContextTheyKept) {
   ASSERT_TRUE(table.ok()) << table.status();
   ASSERT_EQ(table->rows.size(), 4u);  // full, snapkv 0.5, snapkv auto:0.05, snapkv auto:5
   EXPECT_EQ(table->rows[2].auto_risk, 0.05);
-  EXPECT_EQ(table->kept_at(0, 0), 1.0);                   // the full cache keeps everything
-  EXPECT_NEAR(table->kept_at(1, 0), 0.5, 1.0 / 300);      // a fixed half
-  EXPECT_GE(table->kept_at(2, 0), table->kept_at(3, 0));  // a lower risk keeps at least as much
-  EXPECT_GT(table->kept_at(3, 0), 0.0);
-  EXPECT_LE(table->kept_at(2, 0), 1.0);
+  EXPECT_EQ(table->budget_share_at(0, 0), 1.0);               // the full cache keeps everything
+  EXPECT_NEAR(table->budget_share_at(1, 0), 0.5, 1.0 / 300);  // a fixed half
+  // A lower risk picks at least as large a budget.
+  EXPECT_GE(table->budget_share_at(2, 0), table->budget_share_at(3, 0));
+  EXPECT_GT(table->budget_share_at(3, 0), 0.0);
+  EXPECT_LE(table->budget_share_at(2, 0), 1.0);
   const std::string md = FormatEvalTable(*table);
   EXPECT_NE(md.find("| snapkv | auto:0.05 | "), std::string::npos) << md;
   EXPECT_NE(md.find("| snapkv | 0.50 | "), std::string::npos) << md;
