@@ -117,8 +117,11 @@ TEST_P(PagedAttentionTest, EqualsContiguousReference) {
 }
 
 TEST_P(PagedAttentionTest, SingleDecodeTokenEqualsContiguousReference) {
-  // Batch-1 decode has too few (token, KV head) pairs to share, so it splits per query head.
+  // Batch-1 decode has too few (token, KV head) pairs to share; long ones split their keys
+  // into ranges that are merged afterwards.
   ExpectEqualsContiguousReference(GetParam(), {{1, 2 * GetParam().page_size + 3}});
+  ExpectEqualsContiguousReference(GetParam(), {{1, 1500}});
+  ExpectEqualsContiguousReference(GetParam(), {{2, 700}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,

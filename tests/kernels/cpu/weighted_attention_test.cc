@@ -92,5 +92,23 @@ TEST(WeightedAttentionTest, AllMinusInfinityGivesZerosNotNan) {
   for (float x : Attend(e.q, e.k, e.v, none)) EXPECT_EQ(x, 0.0f);
 }
 
+TEST(WeightedAttentionTest, LongDecodeWithAWeightlessFirstHalfEqualsTheSecondHalfAlone) {
+  // 1,200 entries split into ranges for the threads; the ranges of the first half have no
+  // weighted entry at all and must drop out of the merge without NaN.
+  const int64_t n = 1200;
+  const auto q = kvserve::testing::RandomFloats(kHeads * kDim, 11, 2.0f);
+  const auto k = kvserve::testing::RandomFloats(n * kKv * kDim, 12, 2.0f);
+  const auto v = kvserve::testing::RandomFloats(n * kKv * kDim, 13);
+  auto lw = kvserve::testing::RandomFloats(n * kKv, 14, 0.5f);
+  std::fill(lw.begin(), lw.begin() + n / 2 * kKv, -kInf);
+  std::vector<float> k2, v2, lw2;
+  for (int64_t j = n / 2; j < n; ++j) Append(k, v, lw, j, &k2, &v2, &lw2);
+  const std::vector<float> got = Attend(q, k, v, lw), want = Attend(q, k2, v2, lw2);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << i;
+    ASSERT_NEAR(got[i], want[i], 1e-5f) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kvserve::cpu

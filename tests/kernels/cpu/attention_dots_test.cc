@@ -1,0 +1,85 @@
+// The attention inner loops (AVX2 when head_dim % 8 == 0) against plain loops written out here.
+#include "kernels/cpu/attention_dots.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "tests/kernels/cpu/random_blocks.h"
+
+namespace kvserve::cpu {
+namespace {
+
+using kvserve::testing::RandomFloats;
+
+TEST(AttentionDotsTest, ScoreKeysEqualsPlainDotProducts) {
+  for (int64_t hd : {8, 24, 64, 72, 128, 6}) {
+    for (int64_t n : {1, 3, 4, 5, 16}) {
+      const int64_t heads = 3, k_stride = hd * 2 + 8, lw_stride = 3, out_stride = n + 2;
+      const auto q = RandomFloats(heads * hd, 1);
+      const auto k = RandomFloats(n * k_stride, 2);
+      const auto lw = RandomFloats(n * lw_stride, 3, 4.0f);
+      std::vector<float> got(heads * out_stride, 7.0f);
+      ScoreKeys(q.data(), heads, k.data(), k_stride, n, hd, 0.3f, lw.data(), lw_stride, got.data(), out_stride);
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t i = 0; i < n; ++i) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d) dot += double{q[h * hd + d]} * k[i * k_stride + d];
+          EXPECT_NEAR(got[h * out_stride + i], dot * 0.3 + lw[i * lw_stride], 1e-5)
+              << "hd " << hd << " n " << n << " head " << h << " key " << i;
+        }
+        for (int64_t i = n; i < out_stride; ++i) EXPECT_EQ(got[h * out_stride + i], 7.0f) << "wrote past n";
+      }
+    }
+  }
+}
+
+TEST(AttentionDotsTest, AccumulateValuesAddsWeightedRows) {
+  for (int64_t hd : {8, 24, 64, 72, 128, 6}) {
+    for (int64_t n : {1, 5, 16}) {
+      const int64_t heads = 2, v_stride = hd + 16, p_stride = n + 1;
+      const auto p = RandomFloats(heads * p_stride, 4);
+      const auto v = RandomFloats(n * v_stride, 5);
+      const auto start = RandomFloats(heads * hd, 6);
+      std::vector<float> got = start;
+      AccumulateValues(p.data(), p_stride, heads, v.data(), v_stride, n, hd, got.data());
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t d = 0; d < hd; ++d) {
+          double want = start[h * hd + d];
+          for (int64_t i = 0; i < n; ++i) want += double{p[h * p_stride + i]} * v[i * v_stride + d];
+          EXPECT_NEAR(got[h * hd + d], want, 1e-5) << "hd " << hd << " n " << n << " head " << h << " col " << d;
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionDotsTest, ExpShiftedSumIsWithinTwoUlpOfStdExp) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::vector<float> x;
+  for (float a = -87.0f; a <= 0.0f; a += 0.0137f) x.push_back(a + 1.5f);  // shifted by 1.5 below
+  x.push_back(1.5f);          // exp(0) = 1 exactly
+  x.push_back(-kInf);         // masked entry: 0
+  x.push_back(-200.0f);       // far below the normal range: 0
+  const std::vector<float> in = x;
+  const float sum = ExpShiftedSum(x.data(), static_cast<int64_t>(x.size()), 1.5f);
+  double want_sum = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float want = std::exp(in[i] - 1.5f);
+    want_sum += want;
+    if (in[i] - 1.5f < -87.0f) {
+      EXPECT_LT(x[i], 1e-37f) << "x " << in[i];
+      EXPECT_GE(x[i], 0.0f) << "x " << in[i];
+      continue;
+    }
+    EXPECT_LE(std::fabs(x[i] - want), 2 * (std::nextafter(want, kInf) - want)) << "x - shift " << in[i] - 1.5f;
+  }
+  EXPECT_EQ(x[x.size() - 3], 1.0f);
+  EXPECT_EQ(x[x.size() - 2], 0.0f);
+  EXPECT_NEAR(sum, want_sum, 1e-5 * want_sum);
+}
+
+}  // namespace
+}  // namespace kvserve::cpu
