@@ -180,6 +180,21 @@ class CudaBackend final : public Backend {
     cuda::ArgmaxRows(logits, ids, rows, vocab, stream_);
     CopyOut(host_ids, ids, sizeof(int32_t) * rows);
   }
+  void TopKRows(const float* logits, int64_t rows, int64_t vocab, int64_t k, int32_t* host_ids, float* host_vals) {
+    if (k < 1 || k > std::min(cuda::kTopKRowsMaxK, vocab) || vocab >= (int64_t{1} << 31)) {
+      std::fprintf(stderr,
+                   "kvserve: CUDA top-k needs 1 <= k <= min(%lld, vocab) and vocab < 2^31, got k %lld, vocab %lld\n",
+                   static_cast<long long>(cuda::kTopKRowsMaxK), static_cast<long long>(k), static_cast<long long>(vocab));
+      std::abort();
+    }
+    if (rows <= 0) return;
+    const size_t n = static_cast<size_t>(rows * k);
+    auto* ids = static_cast<int32_t*>(topk_.Get(n * (sizeof(int32_t) + sizeof(float))));
+    auto* vals = reinterpret_cast<float*>(ids + n);
+    cuda::TopKRows(logits, ids, vals, rows, vocab, k, stream_);
+    KVSERVE_CUDA_CHECK(cudaMemcpyAsync(host_ids, ids, sizeof(int32_t) * n, cudaMemcpyDeviceToHost, stream_));
+    CopyOut(host_vals, vals, static_cast<int64_t>(sizeof(float) * n));  // waits for both copies
+  }
 
  private:
   cudaStream_t stream_ = nullptr;
@@ -187,7 +202,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::WeightCache> weights_;
   std::unique_ptr<cuda::Gemm> gemm_;
   MetaUpload meta_;
-  Scratch meta_dev_, x_bf16_, part_, ids_;
+  Scratch meta_dev_, x_bf16_, part_, ids_, topk_;  // topk_: [rows, k] ids then values
   Scratch compress_, first_slots_;  // KV compression scratch; stage-1 slots of CriticalKV
   std::vector<int32_t> slots_;
 
@@ -297,6 +312,11 @@ cudaStream_t CudaBackendStream(Backend& b) { return static_cast<CudaBackend&>(b)
 
 void CudaArgmaxRows(Backend& b, const float* logits, int32_t* host_ids, int64_t rows, int64_t vocab) {
   static_cast<CudaBackend&>(b).ArgmaxRows(logits, host_ids, rows, vocab);
+}
+
+void CudaTopKRows(Backend& b, const float* device_logits, int64_t rows, int64_t vocab, int64_t k, int32_t* host_ids,
+                  float* host_vals) {
+  static_cast<CudaBackend&>(b).TopKRows(device_logits, rows, vocab, k, host_ids, host_vals);
 }
 
 }  // namespace kvserve

@@ -55,6 +55,16 @@ void ArgmaxRows(const float* logits,  // [rows, vocab]
                 int32_t* out,         // [rows]
                 int64_t rows, int64_t vocab, cudaStream_t stream);
 
+// sampling_topk.cu: the k best of each row, value descending and equal values by lower id
+// (NaN as -inf; -0.0 comes back as +0.0), as cpu::RowTopK. 1 <= k <= min(kTopKRowsMaxK,
+// vocab), vocab < 2^31. The cap is one candidate per thread of the row's block; top-k
+// sampling asks for top_k + 1, and API top_k values are far below it.
+constexpr int64_t kTopKRowsMaxK = 1024;
+void TopKRows(const float* logits,  // [rows, vocab]
+              int32_t* ids,         // [rows, k]
+              float* vals,          // [rows, k]
+              int64_t rows, int64_t vocab, int64_t k, cudaStream_t stream);
+
 // --- KV compression (one layer of one sequence; `pages` is its page list in slot order, so
 // slot s of KV head h is row (pages[s / page_size] * page_size + s % page_size) * n_kv_heads + h).
 // The CPU references with the same shapes are in kernels/cpu/kv_compress_ops.h.

@@ -22,8 +22,10 @@
 #include "engine/model/tokenizer.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/row_topk.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "tests/gpu/cuda_device_test.h"
 #include "tests/kernels/cpu/random_blocks.h"
 
@@ -147,6 +149,41 @@ TEST_F(CudaOps, ArgmaxOnDeviceMatchesHost) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits.data() + r * vocab;
     EXPECT_EQ(ids[r], std::max_element(row, row + vocab) - row) << "row " << r;
+  }
+}
+
+// Top-k candidates on the device against cpu::RowTopK, ids and values exactly: smooth rows,
+// rows on a coarse grid (ties at every rank, so at the k-th too), rows with -inf, NaN, +inf
+// and signed zeros, and rows that are all one value, all -inf or all NaN (every key ties on
+// its value, so the id digits decide).
+TEST_F(CudaOps, TopKRowsOnDeviceMatchesCpuReference) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t vocab : {128256, 49152}) {
+    for (int64_t rows : {1, 32}) {
+      auto logits = RandomFloats(rows * vocab, static_cast<uint32_t>(vocab + rows), 8.0f);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = logits.data() + r * vocab;
+        for (int64_t i = 0; i < vocab; ++i) {
+          if (r % 3 == 0) row[i] = std::round(row[i] * 4.0f) / 4.0f;
+          if (r % 3 == 2 && i % 11 == 0) row[i] = -inf;
+          if (r % 3 == 2 && i % 13 == 0) row[i] = std::nanf("");
+          if (r % 3 == 2 && i % 17 == 0) row[i] = i % 2 ? -0.0f : 0.0f;
+          if (r == 2 && i % 5000 == 7) row[i] = inf;
+          if (r == 4) row[i] = 1.5f;
+          if (r == 5) row[i] = -inf;
+          if (r == 7) row[i] = std::nanf("");
+        }
+      }
+      const float* dlogits = Up(logits);
+      for (int64_t k : {int64_t{1}, int64_t{40}, cuda::kTopKRowsMaxK}) {
+        std::vector<int32_t> ids(rows * k), want_ids(rows * k);
+        std::vector<float> vals(rows * k), want_vals(rows * k);
+        CudaTopKRows(*gpu_, dlogits, rows, vocab, k, ids.data(), vals.data());
+        cpu::RowTopK(logits.data(), rows, vocab, k, want_ids.data(), want_vals.data());
+        EXPECT_EQ(ids, want_ids) << "rows " << rows << " vocab " << vocab << " k " << k;
+        EXPECT_EQ(vals, want_vals) << "rows " << rows << " vocab " << vocab << " k " << k;  // -0.0 == +0.0
+      }
+    }
   }
 }
 

@@ -1,8 +1,9 @@
 // The GPU timing table of tests/gpu/run_checks.sh: each kernel against a ceiling measured in
 // the same run (device-to-device copy bandwidth for decode attention, a cuBLAS bf16 GEMM for
-// prefill attention), device vs host greedy sampling, and end-to-end TTFT / decode tokens/s
-// on random:llama3-8b. `--e2e-json FILE` also writes the end-to-end numbers for the
-// transformers peer (tests/gpu/hf_peer.py). Prints "no CUDA device: ..." and exits 0 without a GPU.
+// prefill attention), device vs host greedy and top-k sampling, and end-to-end TTFT / decode
+// tokens/s on random:llama3-8b. `--e2e-json FILE` also writes the end-to-end numbers for the
+// transformers peer (tests/gpu/hf_peer.py). Prints "no CUDA device: ..." and exits 0 without a
+// GPU; exits 1 when the two top-k sampling paths draw different tokens.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
+#include "engine/model/sampler.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
@@ -32,12 +34,25 @@ double TimeMs(cudaStream_t stream, int reps, const std::function<void()>& fn) {
   return CudaTimeMs(stream, reps, fn);
 }
 
+// Median wall-clock microseconds of 20 runs of fn (host work included), after one warm-up.
+double WallUs(const std::function<void()>& fn) {
+  fn();
+  std::vector<double> us;
+  for (int i = 0; i < 20; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
 void Row(const char* what, double value, const char* unit, double ceiling, const char* ceiling_name, double target) {
   if (ceiling > 0) {
-    std::printf("| %-44s | %10.2f %-7s | %5.1f%% of %-22s | target %3.0f%% %s |\n", what, value, unit,
+    std::printf("| %-56s | %10.2f %-7s | %5.1f%% of %-22s | target %3.0f%% %s |\n", what, value, unit,
                 100 * value / ceiling, ceiling_name, 100 * target, value >= target * ceiling ? "ok  " : "MISS");
   } else {
-    std::printf("| %-44s | %10.2f %-7s | %-31s | %-13s |\n", what, value, unit, "", "");
+    std::printf("| %-56s | %10.2f %-7s | %-31s | %-13s |\n", what, value, unit, "", "");
   }
 }
 
@@ -167,8 +182,8 @@ int Main(int argc, char** argv) {
   gpu->Deallocate(b);
   gpu->Deallocate(c);
 
-  std::printf("| %-44s | %-18s | %-31s | %-13s |\n", "measurement", "value", "vs ceiling", "target");
-  std::printf("|%s|%s|%s|%s|\n", std::string(46, '-').c_str(), std::string(20, '-').c_str(),
+  std::printf("| %-56s | %-18s | %-31s | %-13s |\n", "measurement", "value", "vs ceiling", "target");
+  std::printf("|%s|%s|%s|%s|\n", std::string(58, '-').c_str(), std::string(20, '-').c_str(),
               std::string(33, '-').c_str(), std::string(15, '-').c_str());
   Row("ceiling: device-to-device copy", copy_gbs, "GB/s", 0, "", 0);
   Row("ceiling: cuBLAS bf16 GEMM 8192^3", gemm_tflops, "TFLOP/s", 0, "", 0);
@@ -199,19 +214,8 @@ int Main(int argc, char** argv) {
     auto* logits = static_cast<float*>(gpu->Allocate(rows * vocab * 4));
     std::vector<float> host(static_cast<size_t>(rows * vocab));
     std::vector<int32_t> ids(static_cast<size_t>(rows));
-    auto wall_us = [&](const std::function<void()>& fn) {
-      fn();
-      std::vector<double> us;
-      for (int i = 0; i < 20; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        fn();
-        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-      }
-      std::sort(us.begin(), us.end());
-      return us[us.size() / 2];
-    };
-    const double dev_us = wall_us([&] { CudaArgmaxRows(*gpu, logits, ids.data(), rows, vocab); });
-    const double host_us = wall_us([&] {
+    const double dev_us = WallUs([&] { CudaArgmaxRows(*gpu, logits, ids.data(), rows, vocab); });
+    const double host_us = WallUs([&] {
       gpu->CopyOut(host.data(), logits, rows * vocab * 4);
       for (int64_t r = 0; r < rows; ++r) {
         ids[r] = static_cast<int32_t>(std::max_element(host.begin() + r * vocab, host.begin() + (r + 1) * vocab) -
@@ -226,7 +230,59 @@ int Main(int argc, char** argv) {
     gpu->Deallocate(logits);
   }
 
-  if (skip_e2e) return 0;
+  // Top-k sampling (top_k 40, top_p 0.9, T 0.8): the device's top_k + 1 candidates per row and
+  // the draw on the host, vs the whole rows to the host and Sampler::Sample. Both draw the same
+  // tokens (same seeds, Sampler::SampleFromTopK is exact), which the last call checks.
+  int rc = 0;
+  for (int64_t rows : {1, 32}) {
+    const int64_t vocab = 128256;
+    SamplingParams params;
+    params.top_k = 40;
+    params.top_p = 0.9f;
+    params.temperature = 0.8f;
+    const int64_t k = Sampler::TopKCandidatesNeeded(params, vocab);
+    std::vector<float> host(static_cast<size_t>(rows * vocab));
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (float& x : host) x = normal(rng);
+    auto* logits = static_cast<float*>(gpu->Allocate(rows * vocab * 4));
+    gpu->CopyIn(logits, host.data(), rows * vocab * 4);
+    std::vector<Sampler> dev_samplers, host_samplers;
+    for (int64_t r = 0; r < rows; ++r) {
+      params.seed = static_cast<uint64_t>(r);
+      dev_samplers.emplace_back(params);
+      host_samplers.emplace_back(params);
+    }
+    std::vector<int32_t> cand_ids(static_cast<size_t>(rows * k)), dev_tokens(rows), host_tokens(rows);
+    std::vector<float> cand_vals(static_cast<size_t>(rows * k));
+    const double dev_us = WallUs([&] {
+      CudaTopKRows(*gpu, logits, rows, vocab, k, cand_ids.data(), cand_vals.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto t = dev_samplers[r].SampleFromTopK(absl::MakeConstSpan(cand_ids).subspan(r * k, k),
+                                                      absl::MakeConstSpan(cand_vals).subspan(r * k, k), vocab);
+        dev_tokens[r] = t.value_or(-1);
+      }
+    });
+    const double host_us = WallUs([&] {
+      gpu->CopyOut(host.data(), logits, rows * vocab * 4);
+      for (int64_t r = 0; r < rows; ++r)
+        host_tokens[r] = host_samplers[r].Sample(absl::MakeConstSpan(host).subspan(r * vocab, vocab), {});
+    });
+    char what[96];
+    std::snprintf(what, sizeof(what), "top-k sampling batch %lld: device top-k + host draw",
+                  static_cast<long long>(rows));
+    Row(what, dev_us, "us", 0, "", 0);
+    std::snprintf(what, sizeof(what), "top-k sampling batch %lld: logits to host + host sampler",
+                  static_cast<long long>(rows));
+    Row(what, host_us, "us", 0, "", 0);
+    if (dev_tokens != host_tokens) {
+      std::printf("top-k sampling batch %lld: the two paths drew different tokens\n", static_cast<long long>(rows));
+      rc = 1;
+    }
+    gpu->Deallocate(logits);
+  }
+
+  if (skip_e2e) return rc;
   // End to end on random:llama3-8b (bf16 weights, 16 GB).
   const auto t0 = std::chrono::steady_clock::now();
   auto model = MakeRandomModel("llama3-8b", 1);
@@ -234,7 +290,7 @@ int Main(int argc, char** argv) {
     std::printf("random:llama3-8b: %s\n", std::string(model.status().message()).c_str());
     return 1;
   }
-  std::printf("| %-44s | %10.2f %-7s | %-31s | %-13s |\n", "random:llama3-8b host init", 
+  std::printf("| %-56s | %10.2f %-7s | %-31s | %-13s |\n", "random:llama3-8b host init", 
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "s", "", "");
   EndToEnd(*model, *gpu, 512, 4, 512);  // uploads the weights, warms cuBLAS plans
   std::string json = "{";
@@ -258,7 +314,7 @@ int Main(int argc, char** argv) {
       std::fclose(f);
     }
   }
-  return 0;
+  return rc;
 }
 
 }  // namespace

@@ -4,11 +4,12 @@
 #   2. kvserve_gpu_checks: every CUDA op against the CPU reference (page sizes 16/32/64,
 #      head_dim 64/128, GQA 1/4/8, lengths 1..32K, bf16 and fp32 paths) and greedy
 #      generation CPU vs CUDA on random:tiny and SmolLM2 (skipped with a line if the model
-#      file is absent); and the KV compression kernels (SnapKV scores, value norms, CriticalKV merge, top-k,
+#      file is absent), device top-k candidates vs cpu::RowTopK; and the KV compression kernels (SnapKV scores, value norms, CriticalKV merge, top-k,
 #      compaction, weighted gather) against their CPU references, kept sets equal but for ties;
 #      and the continuous-batching scheduler with its KV pool on the GPU (40 concurrent requests,
 #      full cache and SnapKV/CriticalKV at chunk and prefill_end) against the CPU scheduler
-#   3. kvserve_gpu_bench: the timing table against ceilings measured in the same run, and
+#   3. kvserve_gpu_bench: the timing table against ceilings measured in the same run (with
+#      greedy and top-k sampling at batch 1 and 32, device vs logits to the host), and
 #      end-to-end TTFT / decode tok/s on random:llama3-8b at 8K and 32K; then
 #      kvserve_kv_compress_bench: scoring / selection / compaction ms at 32K and 128K for a
 #      Llama-3.1-8B layer and their share of that layer's prefill (target < 5%)
