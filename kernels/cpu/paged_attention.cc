@@ -1,8 +1,8 @@
 // Attention over paged KV on the CPU: writes new entries, then softmax(q k^T * scale + log_w) v.
-// A task is one (query token, KV head, key range): each key is read once for all query heads
-// of its group. Long key ranges with few tokens (decode) are split so every thread has work,
-// each split keeping an online-softmax state (max, sum, unnormalised output) that a second
-// loop merges, as flash-decoding does on GPUs.
+// A task is a tile of query rows of one sequence, one KV head and a key range: each key is
+// read once for the tile's rows and all query heads of the group, in blocks with an online
+// softmax (FlashAttention's order). Long key ranges with few tokens (decode) are split so
+// every thread has work; a second loop merges the splits' states, as flash-decoding does.
 #include <omp.h>
 
 #include <algorithm>
@@ -38,68 +38,96 @@ inline void ForEachPageRun(const PagedKv& kv, const int32_t* pages, int64_t begi
   }
 }
 
-// One task's work: query token t's heads [h0, h0 + heads) against KV head g's keys [begin, end).
+// One task: query rows [token, token + n_tokens) of sequence seq, all heads of KV head g's
+// group, against keys [begin, end). Query row token + i sees keys below visible0 + i.
 struct Task {
+  int32_t seq;
   int32_t token;
+  int32_t n_tokens;
   int32_t g;
   int32_t begin;
   int32_t end;
+  int32_t visible0;
 };
 
-// The online-softmax state of one query head over a task's keys: m the largest logit, l the
-// sum of exp(logit - m), acc the sum of exp(logit - m) * v. m = -inf when every key of the
-// range has weight 0; then l and acc are 0.
-struct SplitState {
-  float* m;    // [heads]
-  float* l;    // [heads]
-  float* acc;  // [heads, head_dim]
+// The online-softmax state of a task's rows (row = i * group + h for query token i, head h):
+// m the largest logit so far, l the sum of exp(logit - m), acc the sum of exp(logit - m) * v.
+// m = -inf while a row has seen no weighted key; then l and acc are 0.
+struct RowState {
+  float* m;    // [rows]
+  float* l;    // [rows]
+  float* acc;  // [rows, head_dim]
 };
 
-void AttendRange(const PagedKv& kv, const int32_t* pages, const Task& task, const float* q, int64_t heads,
-                 float scale, std::vector<float>& logits, SplitState st) {
+// Keys are taken kKeyBlock at a time: the block's logits for every row stay in L1/L2 while
+// the state is updated and the values accumulated.
+constexpr int64_t kKeyBlock = 128;
+
+void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const float* q, int64_t n_heads,
+                int64_t group, float scale, std::vector<float>& logits, RowState st) {
   const int64_t hd = kv.head_dim;
   const int64_t n_kv = kv.n_kv_heads;
   const int64_t kv_row = n_kv * hd;
-  const int64_t len = task.end - task.begin;
-  logits.resize(static_cast<size_t>(heads * len));
-  ForEachPageRun(kv, pages, task.begin, task.end, [&](int64_t slot, int64_t at, int64_t n) {
-    ScoreKeys(q, heads, kv.k + slot * kv_row + task.g * hd, kv_row, n, hd, scale, kv.log_w + slot * n_kv + task.g,
-              n_kv, logits.data() + at, len);
-  });
-  for (int64_t h = 0; h < heads; ++h) {
-    float* lh = logits.data() + h * len;
-    const float mx = *std::max_element(lh, lh + len);
-    st.m[h] = mx;
-    // Zero-weight entries (log_w = -inf, merge-reduce padding) drop out as exp(-inf) = 0;
-    // only a range with no weighted entry at all would give -inf - -inf = NaN.
-    if (mx == kNegInf) {
-      std::fill(lh, lh + len, 0.0f);
-      st.l[h] = 0.0f;
-      continue;
+  const int64_t rows = task.n_tokens * group;
+  std::fill(st.m, st.m + rows, kNegInf);
+  std::fill(st.l, st.l + rows, 0.0f);
+  std::fill(st.acc, st.acc + rows * hd, 0.0f);
+  logits.resize(static_cast<size_t>(rows * kKeyBlock));
+  for (int64_t b0 = task.begin; b0 < task.end; b0 += kKeyBlock) {
+    const int64_t b1 = std::min<int64_t>(task.end, b0 + kKeyBlock);
+    const int64_t n = b1 - b0;
+    ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
+      const float* k = kv.k + slot * kv_row + task.g * hd;
+      const float* lw = kv.log_w + slot * n_kv + task.g;
+      for (int64_t i = 0; i < task.n_tokens; ++i) {
+        ScoreKeys(q + ((task.token + i) * n_heads + task.g * group) * hd, group, k, kv_row, run, hd, scale, lw, n_kv,
+                  logits.data() + i * group * kKeyBlock + at, kKeyBlock);
+      }
+    });
+    for (int64_t i = 0; i < task.n_tokens; ++i) {
+      const int64_t seen = task.visible0 + i - b0;  // keys of this block query row i may see
+      for (int64_t h = 0; h < group; ++h) {
+        const int64_t r = i * group + h;
+        float* lr = logits.data() + r * kKeyBlock;
+        if (seen < n) std::fill(lr + std::max<int64_t>(seen, 0), lr + n, kNegInf);  // causal mask
+        const float mx = std::max(st.m[r], *std::max_element(lr, lr + n));
+        // Zero-weight entries (log_w = -inf, merge-reduce padding) drop out as exp(-inf) = 0;
+        // a row with no weighted entry yet would give -inf - -inf = NaN, so it is skipped.
+        if (mx == kNegInf) {
+          std::fill(lr, lr + n, 0.0f);
+          continue;
+        }
+        const float block_sum = ExpShiftedSum(lr, n, mx);
+        if (st.m[r] != mx && st.m[r] != kNegInf) {
+          const float c = std::exp(st.m[r] - mx);
+          st.l[r] *= c;
+          for (int64_t d = 0; d < hd; ++d) st.acc[r * hd + d] *= c;
+        }
+        st.l[r] += block_sum;
+        st.m[r] = mx;
+      }
     }
-    st.l[h] = ExpShiftedSum(lh, len, mx);
+    ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
+      AccumulateValues(logits.data() + at, kKeyBlock, rows, kv.v + slot * kv_row + task.g * hd, kv_row, run, hd,
+                       st.acc);
+    });
   }
-  std::fill(st.acc, st.acc + heads * hd, 0.0f);
-  ForEachPageRun(kv, pages, task.begin, task.end, [&](int64_t slot, int64_t at, int64_t n) {
-    AccumulateValues(logits.data() + at, len, heads, kv.v + slot * kv_row + task.g * hd, kv_row, n, hd, st.acc);
-  });
 }
 
-// out[hd] = the merged, normalised output of one query head from its splits' states.
-void MergeSplits(const float* m, const float* l, const float* acc, int64_t n_splits, int64_t stride_ml,
-                 int64_t stride_acc, int64_t hd, float* out) {
+// out[hd] = the merged, normalised output of one query row from its splits' states.
+void MergeSplits(const float* const* m, const float* const* l, const float* const* acc, int64_t n_splits,
+                 int64_t hd, float* out) {
   float mx = kNegInf;
-  for (int64_t c = 0; c < n_splits; ++c) mx = std::max(mx, m[c * stride_ml]);
+  for (int64_t c = 0; c < n_splits; ++c) mx = std::max(mx, *m[c]);
   std::fill(out, out + hd, 0.0f);
   if (mx == kNegInf) return;  // no weighted entry at all: zeros, not NaN
   float total = 0.0f;
   for (int64_t c = 0; c < n_splits; ++c) {
-    if (m[c * stride_ml] == kNegInf) continue;
-    const float f = std::exp(m[c * stride_ml] - mx);
-    total += l[c * stride_ml] * f;
-    const float* a = acc + c * stride_acc;
+    if (*m[c] == kNegInf) continue;
+    const float f = std::exp(*m[c] - mx);
+    total += *l[c] * f;
 #pragma omp simd
-    for (int64_t d = 0; d < hd; ++d) out[d] += f * a[d];
+    for (int64_t d = 0; d < hd; ++d) out[d] += f * acc[c][d];
   }
   const float inv = 1.0f / total;
   for (int64_t d = 0; d < hd; ++d) out[d] *= inv;
@@ -131,78 +159,93 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
   const int64_t n_tokens = batch.q_indptr[batch.n_seqs];
   if (n_tokens == 0) return;
 
-  // Few (token, KV head) pairs — batch-1 decode has only n_kv of them — would leave threads
-  // idle, so then each pair's keys are split into about enough ranges to give every thread
-  // several tasks. Splits are whole pages long, and at least kMinSplitKeys.
-  const int64_t pairs = n_tokens * n_kv;
+  // A unit is a tile of up to kTileTokens consecutive query rows of one sequence and one KV
+  // head: its keys are read once for all of them (prefill attention would otherwise stream
+  // the whole prefix from L3 per query row). Few units — batch-1 decode has only n_kv —
+  // would leave threads idle, so then each unit's keys are split into ranges, enough to give
+  // every thread several tasks; whole pages long, at least kMinSplitKeys.
+  constexpr int64_t kTileTokens = 16;
+  int64_t units = 0;
+  for (int32_t s = 0; s < batch.n_seqs; ++s) {
+    units += (batch.q_indptr[s + 1] - batch.q_indptr[s] + kTileTokens - 1) / kTileTokens * n_kv;
+  }
   const int64_t want_tasks = 4 * static_cast<int64_t>(omp_get_max_threads());
-  const int64_t splits_per_pair = pairs >= want_tasks / 2 ? 1 : (want_tasks + pairs - 1) / pairs;
+  const int64_t splits_per_unit = units >= want_tasks / 2 ? 1 : (want_tasks + units - 1) / units;
 
   std::vector<Task> tasks;
-  std::vector<int32_t> pair_first(static_cast<size_t>(pairs + 1));  // tasks of pair p: [first[p], first[p+1])
-  std::vector<int32_t> seq_of_token(static_cast<size_t>(n_tokens));
+  std::vector<int32_t> unit_first;  // tasks of unit u: [unit_first[u], unit_first[u + 1])
   for (int32_t s = 0; s < batch.n_seqs; ++s) {
-    const int64_t n_q = batch.q_indptr[s + 1] - batch.q_indptr[s];
-    for (int64_t i = 0; i < n_q; ++i) {
-      const int32_t t = batch.q_indptr[s] + static_cast<int32_t>(i);
-      seq_of_token[t] = s;
-      const int64_t visible = batch.kv_len[s] - n_q + i + 1;
-      int64_t split = visible;
-      if (splits_per_pair > 1) {
-        split = std::max(kMinSplitKeys, (visible + splits_per_pair - 1) / splits_per_pair);
+    const int32_t n_q = batch.q_indptr[s + 1] - batch.q_indptr[s];
+    for (int32_t i0 = 0; i0 < n_q; i0 += kTileTokens) {
+      const int32_t nt = std::min<int32_t>(kTileTokens, n_q - i0);
+      const int32_t visible0 = batch.kv_len[s] - n_q + i0 + 1;
+      const int64_t end = visible0 + nt - 1;  // what the tile's last row sees
+      int64_t split = end;
+      if (splits_per_unit > 1) {
+        split = std::max(kMinSplitKeys, (end + splits_per_unit - 1) / splits_per_unit);
         split = (split + kv.page_size - 1) / kv.page_size * kv.page_size;
       }
       for (int32_t g = 0; g < n_kv; ++g) {
-        pair_first[t * n_kv + g] = static_cast<int32_t>(tasks.size());
-        for (int64_t b = 0; b < visible; b += split) {
-          tasks.push_back({t, g, static_cast<int32_t>(b), static_cast<int32_t>(std::min(visible, b + split))});
+        unit_first.push_back(static_cast<int32_t>(tasks.size()));
+        for (int64_t b = 0; b < end; b += split) {
+          tasks.push_back({s, batch.q_indptr[s] + i0, nt, g, static_cast<int32_t>(b),
+                           static_cast<int32_t>(std::min(end, b + split)), visible0});
         }
       }
     }
   }
-  pair_first[pairs] = static_cast<int32_t>(tasks.size());
+  unit_first.push_back(static_cast<int32_t>(tasks.size()));
   const int64_t n_tasks = static_cast<int64_t>(tasks.size());
-  const bool split = n_tasks > pairs;
+  const bool split = n_tasks > units;
 
-  // Unsplit tasks normalise straight into out; split ones leave their states for the merge.
-  std::vector<float> m, l, acc;
+  // Split tasks leave their row states here for the merge; unsplit ones normalise into out.
+  std::vector<int64_t> state_row(static_cast<size_t>(n_tasks + 1), 0);
   if (split) {
-    m.resize(static_cast<size_t>(n_tasks * group));
-    l.resize(m.size());
-    acc.resize(static_cast<size_t>(n_tasks * group * hd));
+    for (int64_t i = 0; i < n_tasks; ++i) state_row[i + 1] = state_row[i] + tasks[i].n_tokens * group;
   }
+  std::vector<float> m(static_cast<size_t>(state_row[n_tasks])), l(m.size()), acc(m.size() * hd);
 #pragma omp parallel
   {
-    std::vector<float> logits;
-    std::vector<float> own_m(static_cast<size_t>(group)), own_l(own_m.size());
+    std::vector<float> logits, own_m, own_l, own_acc;
+    // Later tiles of a sequence see more keys: the largest tasks go first.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n_tasks; ++i) {
+    for (int64_t j = 0; j < n_tasks; ++j) {
+      const int64_t i = n_tasks - 1 - j;
       const Task& task = tasks[i];
-      const int32_t s = seq_of_token[task.token];
-      const int32_t* pages = batch.page_indices + batch.page_indptr[s];
-      const int64_t h0 = task.g * group;
-      const float* qh = q + (task.token * shape.n_heads + h0) * hd;
-      float* o = out + (task.token * shape.n_heads + h0) * hd;
+      const int32_t* pages = batch.page_indices + batch.page_indptr[task.seq];
+      const int64_t rows = task.n_tokens * group;
       if (split) {
-        AttendRange(kv, pages, task, qh, group, shape.scale, logits,
-                    {m.data() + i * group, l.data() + i * group, acc.data() + i * group * hd});
-      } else {
-        AttendRange(kv, pages, task, qh, group, shape.scale, logits, {own_m.data(), own_l.data(), o});
-        for (int64_t h = 0; h < group; ++h) {
-          const float inv = own_m[h] == kNegInf ? 0.0f : 1.0f / own_l[h];
-          for (int64_t d = 0; d < hd; ++d) o[h * hd + d] *= inv;
-        }
+        const int64_t r0 = state_row[i];
+        AttendTask(kv, pages, task, q, shape.n_heads, group, shape.scale, logits,
+                   {m.data() + r0, l.data() + r0, acc.data() + r0 * hd});
+        continue;
+      }
+      own_m.resize(static_cast<size_t>(rows));
+      own_l.resize(own_m.size());
+      own_acc.resize(own_m.size() * hd);
+      AttendTask(kv, pages, task, q, shape.n_heads, group, shape.scale, logits,
+                 {own_m.data(), own_l.data(), own_acc.data()});
+      for (int64_t r = 0; r < rows; ++r) {
+        const float inv = own_m[r] == kNegInf ? 0.0f : 1.0f / own_l[r];
+        float* o = out + ((task.token + r / group) * shape.n_heads + task.g * group + r % group) * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] = own_acc[r * hd + d] * inv;
       }
     }
     if (split) {
+      std::vector<const float*> pm, pl, pacc;
 #pragma omp for schedule(static)
-      for (int64_t p = 0; p < pairs; ++p) {
-        const int64_t t = p / n_kv, g = p % n_kv;
-        const int64_t first = pair_first[p], n = pair_first[p + 1] - first;
-        for (int64_t h = 0; h < group; ++h) {
-          MergeSplits(m.data() + first * group + h, l.data() + first * group + h,
-                      acc.data() + (first * group + h) * hd, n, group, group * hd, hd,
-                      out + (t * shape.n_heads + g * group + h) * hd);
+      for (int64_t u = 0; u < units; ++u) {
+        const Task& first = tasks[unit_first[u]];
+        const int64_t n = unit_first[u + 1] - unit_first[u];
+        for (int64_t r = 0; r < first.n_tokens * group; ++r) {
+          pm.clear(), pl.clear(), pacc.clear();
+          for (int64_t c = unit_first[u]; c < unit_first[u + 1]; ++c) {
+            pm.push_back(&m[state_row[c] + r]);
+            pl.push_back(&l[state_row[c] + r]);
+            pacc.push_back(&acc[(state_row[c] + r) * hd]);
+          }
+          MergeSplits(pm.data(), pl.data(), pacc.data(), n,  hd,
+                      out + ((first.token + r / group) * shape.n_heads + first.g * group + r % group) * hd);
         }
       }
     }

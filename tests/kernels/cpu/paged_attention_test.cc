@@ -113,7 +113,7 @@ TEST_P(PagedAttentionTest, EqualsContiguousReference) {
   const int64_t ps = GetParam().page_size;
   // Prefill chunks, decode steps, and lengths on both sides of page boundaries.
   ExpectEqualsContiguousReference(GetParam(), {{1, 1}, {5, 5}, {1, ps}, {1, ps + 1}, {3, 2 * ps + 1},
-                                               {ps, 3 * ps}, {7, 40}});
+                                               {ps, 3 * ps}, {7, 40}, {40, 300}});
 }
 
 TEST_P(PagedAttentionTest, SingleDecodeTokenEqualsContiguousReference) {
