@@ -24,4 +24,8 @@ void Backend::Copy(void* dst, const void* src, int64_t bytes) {
   if (bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
 }
 
+void Backend::MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n) {
+  for (int64_t i = 0; i < count; ++i) MatMul(ws[i], x, ys[i], n);
+}
+
 }  // namespace kvserve

@@ -81,6 +81,10 @@ class Backend {
   // y[n, w.rows] = x[n, w.cols] * w^T, fp32 accumulation.
   virtual void MatMul(const WeightView& w, const float* x, float* y, int64_t n) = 0;
 
+  // For each i < count: ys[i][n, ws[i].rows] = x[n, ws[i].cols] * ws[i]^T, one input shared
+  // (q/k/v, gate/up). The default calls MatMul per weight; a backend may fuse them.
+  virtual void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n);
+
   // y[n, dim] += bias[dim].
   virtual void AddBias(float* y, const float* bias, int64_t n, int64_t dim) = 0;
 

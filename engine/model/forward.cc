@@ -157,9 +157,9 @@ void LlamaForward::Layer(int64_t l, int64_t n) {
   const int64_t qd = c.n_heads * c.head_dim, kvd = c.n_kv_heads * c.head_dim;
 
   backend_.RmsNorm(x_.data(), F32(w.attn_norm), xn_.data(), n, c.hidden, c.rms_eps);
-  backend_.MatMul(w.wq, xn_.data(), q_.data(), n);
-  backend_.MatMul(w.wk, xn_.data(), k_.data(), n);
-  backend_.MatMul(w.wv, xn_.data(), v_.data(), n);
+  const WeightView qkv[] = {w.wq, w.wk, w.wv};
+  float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
+  backend_.MatMulShared(qkv, qkv_out, 3, xn_.data(), n);
   if (c.qkv_bias) {
     backend_.AddBias(q_.data(), F32(w.bq), n, qd);
     backend_.AddBias(k_.data(), F32(w.bk), n, kvd);
@@ -209,8 +209,9 @@ void LlamaForward::Layer(int64_t l, int64_t n) {
   backend_.Add(x_.data(), tmp_.data(), n * c.hidden);
 
   backend_.RmsNorm(x_.data(), F32(w.ffn_norm), xn_.data(), n, c.hidden, c.rms_eps);
-  backend_.MatMul(w.w_gate, xn_.data(), gate_.data(), n);
-  backend_.MatMul(w.w_up, xn_.data(), up_.data(), n);
+  const WeightView gate_up[] = {w.w_gate, w.w_up};
+  float* const gate_up_out[] = {gate_.data(), up_.data()};
+  backend_.MatMulShared(gate_up, gate_up_out, 2, xn_.data(), n);
   backend_.SwiGlu(gate_.data(), up_.data(), gate_.data(), n * c.ffn_hidden);
   backend_.MatMul(w.w_down, gate_.data(), tmp_.data(), n);
   backend_.Add(x_.data(), tmp_.data(), n * c.hidden);

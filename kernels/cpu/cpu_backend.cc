@@ -18,6 +18,9 @@ class CpuBackend final : public Backend {
   void MatMul(const WeightView& w, const float* x, float* y, int64_t n) override {
     cpu::MatMul(w, x, y, n);
   }
+  void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n) override {
+    cpu::MatMulShared(ws, ys, count, x, n);
+  }
   void AddBias(float* y, const float* bias, int64_t n, int64_t dim) override {
     cpu::AddBias(y, bias, n, dim);
   }

@@ -16,28 +16,39 @@ const uint8_t* RowPtr(const WeightView& w, int64_t r) {
   return static_cast<const uint8_t*>(w.data) + r * RowBytes(w.dtype, w.cols);
 }
 
-void MatMulQuantDot(const WeightView& w, const float* x, float* y, int64_t n, DType act_type) {
-  const int64_t act_row_bytes = RowBytes(act_type, w.cols);
+// x[n, cols] quantized per 32-block to act_type, into a thread-local buffer.
+const uint8_t* QuantizeActivations(const float* x, int64_t n, int64_t cols, DType act_type) {
+  const int64_t act_row_bytes = RowBytes(act_type, cols);
   thread_local std::vector<uint8_t> act;
   act.resize(static_cast<size_t>(act_row_bytes * n));
   for (int64_t t = 0; t < n; ++t) {
     if (act_type == DType::kQ8_1) {
-      QuantizeRowQ8_1(x + t * w.cols, act.data() + t * act_row_bytes, w.cols);
+      QuantizeRowQ8_1(x + t * cols, act.data() + t * act_row_bytes, cols);
     } else {
-      QuantizeRowQ8_0(x + t * w.cols, act.data() + t * act_row_bytes, w.cols);
+      QuantizeRowQ8_0(x + t * cols, act.data() + t * act_row_bytes, cols);
     }
   }
-  const uint8_t* a = act.data();
-  const int64_t row_bytes = RowBytes(w.dtype, w.cols);
-  constexpr int64_t kRowsPerTask = 16;  // even, so Q4_1 row pairs never straddle two tasks
-  const int64_t n_tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+  return act.data();
+}
+
+// Tasks of kRowsPerTask weight rows (even, so Q4_1 row pairs never straddle two tasks) over
+// the weights ws[0..count), all multiplied with the same quantized activations a.
+void QuantDotTasks(const WeightView* ws, float* const* ys, int64_t count, const uint8_t* a, int64_t n,
+                   DType act_type) {
+  constexpr int64_t kRowsPerTask = 16;
+  int64_t first[9] = {0};  // tasks of weight i: [first[i], first[i + 1]); count <= 8
+  for (int64_t i = 0; i < count; ++i) first[i + 1] = first[i] + (ws[i].rows + kRowsPerTask - 1) / kRowsPerTask;
+  const int64_t act_row_bytes = RowBytes(act_type, ws[0].cols);
 #pragma omp parallel for schedule(static)
-  for (int64_t task = 0; task < n_tasks; ++task) {
-    const int64_t r0 = task * kRowsPerTask;
+  for (int64_t task = 0; task < first[count]; ++task) {
+    int64_t i = 0;
+    while (task >= first[i + 1]) ++i;
+    const WeightView& w = ws[i];
+    const int64_t r0 = (task - first[i]) * kRowsPerTask;
     const int64_t rows = std::min(kRowsPerTask, w.rows - r0);
+    const int64_t row_bytes = RowBytes(w.dtype, w.cols);
     for (int64_t t = 0; t < n; ++t) {
-      QuantDotRows(w.dtype, RowPtr(w, r0), row_bytes, rows, a + t * act_row_bytes, w.cols,
-                   y + t * w.rows + r0, 1);
+      QuantDotRows(w.dtype, RowPtr(w, r0), row_bytes, rows, a + t * act_row_bytes, w.cols, ys[i] + t * w.rows + r0, 1);
     }
   }
 }
@@ -81,12 +92,26 @@ void MatMulDequantBlas(const WeightView& w, const float* x, float* y, int64_t n)
 
 }  // namespace
 
-void MatMul(const WeightView& w, const float* x, float* y, int64_t n) {
-  const DType act = ActivationTypeFor(w.dtype);
-  if (act != DType::kF32 && n < kQuantDotMaxTokens) {
-    MatMulQuantDot(w, x, y, n, act);
-  } else {
-    MatMulDequantBlas(w, x, y, n);
+void MatMul(const WeightView& w, const float* x, float* y, int64_t n) { MatMulShared(&w, &y, 1, x, n); }
+
+void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n) {
+  if (count <= 0) return;
+  const DType act = ActivationTypeFor(ws[0].dtype);
+  bool fused = act != DType::kF32 && n < kQuantDotMaxTokens && count <= 8;
+  for (int64_t i = 1; i < count && fused; ++i) {
+    fused = ActivationTypeFor(ws[i].dtype) == act && ws[i].cols == ws[0].cols;
+  }
+  if (fused) {
+    QuantDotTasks(ws, ys, count, QuantizeActivations(x, n, ws[0].cols, act), n, act);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const DType a = ActivationTypeFor(ws[i].dtype);
+    if (a != DType::kF32 && n < kQuantDotMaxTokens) {
+      QuantDotTasks(ws + i, ys + i, 1, QuantizeActivations(x, n, ws[i].cols, a), n, a);
+    } else {
+      MatMulDequantBlas(ws[i], x, ys[i], n);
+    }
   }
 }
 

@@ -15,6 +15,11 @@ constexpr int64_t kQuantDotMaxTokens = 8;
 // y[n, w.rows] = x[n, w.cols] * w^T.
 void MatMul(const WeightView& w, const float* x, float* y, int64_t n);
 
+// ys[i] = x * ws[i]^T for i < count. When every weight takes the same quantized activation
+// type and n is small, x is quantized once and all products share one parallel loop (a
+// decode step's q/k/v or gate/up: fewer thread fork/joins); otherwise MatMul per weight.
+void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n);
+
 // The same product computed row by row in double precision from dequantized weights:
 // the reference MatMul is tested against.
 void MatMulReference(const WeightView& w, const float* x, float* y, int64_t n);

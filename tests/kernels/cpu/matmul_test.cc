@@ -58,5 +58,32 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(DTypeName(info.param.type)) + "_n" + std::to_string(info.param.n_tokens);
     });
 
+// Weights sharing one input (q/k/v, gate/up) give exactly what separate products give, fused
+// (same activation type) or not (a mix of quantized and f32 weights), for decode and prefill.
+TEST(MatMulSharedTest, EqualsSeparateProducts) {
+  const int64_t cols = 320;
+  const auto q4 = RandomQuantRows(DType::kQ4_1, 96, cols, 5);
+  const auto q4b = RandomQuantRows(DType::kQ4_1, 34, cols, 6);  // not a multiple of the task size
+  const auto q8 = RandomQuantRows(DType::kQ8_0, 48, cols, 7);
+  const auto f32 = RandomFloats(40 * cols, 8, 0.1f);
+  const WeightView w4{DType::kQ4_1, 96, cols, q4.data()}, w4b{DType::kQ4_1, 34, cols, q4b.data()};
+  const WeightView w8{DType::kQ8_0, 48, cols, q8.data()}, wf{DType::kF32, 40, cols, f32.data()};
+  for (const std::vector<WeightView>& ws : {std::vector<WeightView>{w4, w4b, w4}, std::vector<WeightView>{w4, w8, wf}}) {
+    for (int64_t n : {1, 3, 12}) {
+      const auto x = RandomFloats(n * cols, 9);
+      std::vector<std::vector<float>> got(ws.size()), want(ws.size());
+      std::vector<float*> outs;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        got[i].assign(n * ws[i].rows, -1.0f);
+        want[i].assign(n * ws[i].rows, -2.0f);
+        outs.push_back(got[i].data());
+        MatMul(ws[i], x.data(), want[i].data(), n);
+      }
+      MatMulShared(ws.data(), outs.data(), static_cast<int64_t>(ws.size()), x.data(), n);
+      for (size_t i = 0; i < ws.size(); ++i) EXPECT_EQ(got[i], want[i]) << "weight " << i << ", n " << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvserve::cpu
