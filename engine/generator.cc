@@ -84,7 +84,8 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
     if (!made.ok()) return made.status();
     compressor = *std::move(made);
   }
-  PagePoolShape shape{0, o.page_size, c.n_kv_heads, c.head_dim};
+  if (absl::Status st = CheckKvDType(o.kv_dtype, backend); !st.ok()) return st;
+  PagePoolShape shape{0, o.page_size, c.n_kv_heads, c.head_dim, o.kv_dtype};
   shape.num_pages = compressor ? compressor->PeakPages()
                                : PeakPagesForRequest(prompt_len, o.max_new_tokens, o.page_size, c.n_layers);
   PagePool pool(shape, &backend);

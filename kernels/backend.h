@@ -19,13 +19,19 @@ struct WeightView {
 
 // KV storage in pages. A page holds page_size tokens of one layer. Kernels see only this
 // plain view plus an AttentionBatch; they never see the allocator.
+// K and V are stored as dtype: kF32, or kF16 at half the bytes (CPU backend only; fp16 keeps
+// 11 significant bits, ample for post-RoPE keys and values, and is llama.cpp's default too).
+// Host code reads and writes rows through kernels/kv_rows.h, which handles both.
 struct PagedKv {
-  float* k = nullptr;      // [num_pages, page_size, n_kv_heads, head_dim]
-  float* v = nullptr;      // [num_pages, page_size, n_kv_heads, head_dim]
+  void* k = nullptr;       // [num_pages, page_size, n_kv_heads, head_dim] of dtype
+  void* v = nullptr;       // [num_pages, page_size, n_kv_heads, head_dim] of dtype
   float* log_w = nullptr;  // [num_pages, page_size, n_kv_heads], added to the attention logit
   int64_t page_size = 16;
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
+  DType dtype = DType::kF32;
+
+  int64_t ElementBytes() const { return dtype == DType::kF16 ? 2 : 4; }
 };
 
 // One forward step's sequences, in CSR form. Sequence s owns query rows

@@ -95,6 +95,10 @@ int RunBench(int argc, char** argv) {
         "also run on CUDA), got --device ", *args->Get("device"))));
   }
 
+  auto kv_dtype = KvDTypeFromArgs(*args);
+  if (!kv_dtype.ok()) return BenchFail(kv_dtype.status());
+  if (absl::Status st = CheckKvDType(*kv_dtype, *backend); !st.ok()) return BenchFail(st);
+
   // Deterministic ids spread over the vocabulary, the same ones the peer script uses for
   // sequence 0; sequence b is shifted by b so batched sequences differ.
   const int64_t nb = *batch;
@@ -118,7 +122,7 @@ int RunBench(int argc, char** argv) {
   int64_t peak_pages = 0;
   for (int64_t r = 0; r < *repeats; ++r) {
     std::vector<std::unique_ptr<SequenceCompressor>> comps(static_cast<size_t>(nb));
-    PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim};
+    PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim, *kv_dtype};
     for (int64_t b = 0; b < nb; ++b) {
       if (kv->active()) {
         auto made = SequenceCompressor::Create(*model, *kv, *n_prompt, *n_new, shape.page_size, *chunk);

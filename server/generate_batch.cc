@@ -49,7 +49,10 @@ int RunGenerateBatch(const CliArgs& args, const GenerationOptions& options, cons
   if (config.page_size < 1) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--page-size must be >= 1, got ", config.page_size)));
   }
-  absl::StatusOr<int64_t> pages = PagesForBytes(*bytes, {0, config.page_size, model.config.n_kv_heads, model.config.head_dim});
+  config.kv_dtype = options.kv_dtype;
+  if (absl::Status st = CheckKvDType(config.kv_dtype, backend); !st.ok()) return Fail(st);
+  absl::StatusOr<int64_t> pages =
+      PagesForBytes(*bytes, {0, config.page_size, model.config.n_kv_heads, model.config.head_dim, config.kv_dtype});
   if (!pages.ok()) return Fail(pages.status());
   config.num_pages = *pages;
   absl::StatusOr<int64_t> batch_tokens = args.GetInt("max-batch-tokens", 2048);

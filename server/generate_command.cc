@@ -53,6 +53,9 @@ absl::StatusOr<GenerationOptions> OptionsFromArgs(const CliArgs& a) {
   }
   o.max_new_tokens = static_cast<int32_t>(*max_new);
   o.page_size = *page;
+  absl::StatusOr<DType> kv_dtype = KvDTypeFromArgs(a);
+  if (!kv_dtype.ok()) return kv_dtype.status();
+  o.kv_dtype = *kv_dtype;
   o.prefill_chunk = *chunk;
   o.sampling.temperature = static_cast<float>(*temp);
   o.sampling.top_k = static_cast<int32_t>(*top_k);
@@ -145,7 +148,7 @@ int RunGenerate(int argc, char** argv) {
   if (auto spec = args.Get("kv-memory")) {
     KV_ASSIGN_OR_FAIL(bytes, KvMemoryBytes(*spec, *backend));
     KV_ASSIGN_OR_FAIL(pages, PagesForBytes(bytes, {0, options.page_size, model.config.n_kv_heads,
-                                                   model.config.head_dim}));
+                                                   model.config.head_dim, options.kv_dtype}));
     const int64_t need = PeakPagesForGeneration(model, static_cast<int64_t>(prompt.size()), options);
     if (need > pages) {
       return Fail(absl::ResourceExhaustedError(absl::StrCat(

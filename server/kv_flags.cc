@@ -9,7 +9,8 @@ namespace kvserve {
 const std::vector<std::string>& KvFlagNames() {
   static const std::vector<std::string> names = {"kv-policy",   "kv-budget",         "budget-plan", "compress-at",
                                                  "kv-window",   "first-stage-ratio", "pool-kernel", "sink-tokens",
-                                                 "ripple-r",    "ripple-gamma",      "reduce-protected-dims"};
+                                                 "ripple-r",    "ripple-gamma",      "reduce-protected-dims",
+                                                 "kv-dtype"};
   return names;
 }
 
@@ -20,7 +21,15 @@ const char* KvFlagsHelp() {
          "  estimated risk, with prefill_end) [--budget-plan uniform|pyramid|ripple:PROFILE.json]\n"
          "  [--ripple-r R=8] [--ripple-gamma G=4] [--compress-at prefill_end|chunk=prefill_end]\n"
          "  [--kv-window N=64] [--first-stage-ratio R=0.5] [--pool-kernel K=5] [--sink-tokens N=4]\n"
-         "  [--reduce-protected-dims M=128 (mergereduce:cluster, capped at head_dim)]\n";
+         "  [--reduce-protected-dims M=128 (mergereduce:cluster, capped at head_dim)]\n"
+         "  [--kv-dtype f32|f16=f32] (K/V storage; f16 halves KV memory, CPU backend only)\n";
+}
+
+absl::StatusOr<DType> KvDTypeFromArgs(const CliArgs& a) {
+  const std::string text = a.Get("kv-dtype").value_or("f32");
+  if (text == "f32") return DType::kF32;
+  if (text == "f16") return DType::kF16;
+  return absl::InvalidArgumentError(absl::StrCat("--kv-dtype must be f32 or f16, got '", text, "'"));
 }
 
 absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, const Model& model) {

@@ -16,6 +16,9 @@ const std::vector<std::string>& KvFlagNames();
 // One usage line per flag, for --help.
 const char* KvFlagsHelp();
 
+// --kv-dtype f32|f16 (default f32): the K/V storage of the pool; the error names the value.
+absl::StatusOr<DType> KvDTypeFromArgs(const CliArgs& args);
+
 // The settings the flags describe (defaults where absent); errors name the flag and value.
 // --budget-plan ripple:PROFILE.json loads the profile and checks it was made for `model`.
 absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& args, const Model& model);

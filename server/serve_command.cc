@@ -100,11 +100,15 @@ absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
   if (absl::Status st = UploadWeights(e->model, *e->tokenizer, *e->backend); !st.ok()) return st;
   absl::StatusOr<int64_t> bytes = KvMemoryBytes(o.kv_memory, *e->backend);
   if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<int64_t> pages = PagesForBytes(*bytes, {0, o.page_size, c.n_kv_heads, c.head_dim});
+  absl::StatusOr<DType> kv_dtype = KvDTypeFromArgs(o.args);
+  if (!kv_dtype.ok()) return kv_dtype.status();
+  if (absl::Status st = CheckKvDType(*kv_dtype, *e->backend); !st.ok()) return st;
+  absl::StatusOr<int64_t> pages = PagesForBytes(*bytes, {0, o.page_size, c.n_kv_heads, c.head_dim, *kv_dtype});
   if (!pages.ok()) return pages.status();
   EngineConfig config;
   config.num_pages = *pages;
   config.page_size = o.page_size;
+  config.kv_dtype = *kv_dtype;
   config.scheduler.max_batch_tokens = o.max_batch_tokens;
   config.scheduler.prefill_chunk = o.prefill_chunk;
   config.scheduler.max_waiting = o.max_waiting;

@@ -18,13 +18,14 @@ std::vector<float> PerturbValues(PagePool& pool, const SequenceKv& seq, int64_t 
                                  uint64_t seed) {
   const LayerKv L{pool.view(), seq.layer_pages[l], slots};
   const int64_t H = L.kv.n_kv_heads, d = L.kv.head_dim;
-  auto at = [&](int64_t s, int64_t h) { return L.kv.v + L.Offset(s, h) * d; };
   std::vector<float> saved(static_cast<size_t>(slots * H * d));
   for (int64_t s = 0; s < slots; ++s) {
-    for (int64_t h = 0; h < H; ++h) std::copy_n(at(s, h), d, saved.data() + (s * H + h) * d);
+    for (int64_t h = 0; h < H; ++h) L.Value(s, h, saved.data() + (s * H + h) * d);
   }
+  auto at = [&](int64_t s, int64_t h) { return saved.data() + (s * H + h) * d; };
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> noise(0.0, 1.0);
+  std::vector<float> v(static_cast<size_t>(d));
   for (int64_t h = 0; h < H; ++h) {
     double sq = 0;
     for (int64_t s = 0; s < slots; ++s) {
@@ -32,8 +33,8 @@ std::vector<float> PerturbValues(PagePool& pool, const SequenceKv& seq, int64_t 
     }
     const double sigma = scale * std::sqrt(sq / static_cast<double>(slots * d));
     for (int64_t s = 0; s < slots; ++s) {
-      float* v = at(s, h);
-      for (int64_t e = 0; e < d; ++e) v[e] += static_cast<float>(sigma * noise(rng));
+      for (int64_t e = 0; e < d; ++e) v[e] = at(s, h)[e] + static_cast<float>(sigma * noise(rng));
+      WriteKvRow(L.kv, L.kv.v, L.Offset(s, h), v.data());
     }
   }
   return saved;
@@ -43,7 +44,7 @@ void RestoreValues(PagePool& pool, const SequenceKv& seq, int64_t l, int64_t slo
   const LayerKv L{pool.view(), seq.layer_pages[l], slots};
   const int64_t H = L.kv.n_kv_heads, d = L.kv.head_dim;
   for (int64_t s = 0; s < slots; ++s) {
-    for (int64_t h = 0; h < H; ++h) std::copy_n(saved.data() + (s * H + h) * d, d, L.kv.v + L.Offset(s, h) * d);
+    for (int64_t h = 0; h < H; ++h) WriteKvRow(L.kv, L.kv.v, L.Offset(s, h), saved.data() + (s * H + h) * d);
   }
 }
 

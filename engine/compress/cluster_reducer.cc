@@ -196,7 +196,7 @@ std::vector<WeightedEntry> ClusterReducer::Reduce(const LayerKv& layer, int64_t 
   std::vector<float> keys(static_cast<size_t>(n * d));
   std::vector<double> w(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    std::copy_n(layer.Key(live[i].slot, head), d, &keys[i * d]);
+    layer.Key(live[i].slot, head, &keys[i * d]);
     w[i] = std::exp(static_cast<double>(live[i].log_w) - max_lw);  // relative: the max is 1
   }
   const ClusterReduction r = BalancedClusterReduce(keys.data(), w.data(), n, d, protected_dims_, k);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/kv_rows.h"
 
 namespace kvserve {
 namespace {
@@ -32,7 +33,7 @@ absl::Status CheckSelection(const PagePool& pool, const SequenceKv& seq, int64_t
 absl::Status CompactLayer(PagePool& pool, SequenceKv& seq, int64_t layer, const Selection& sel) {
   if (absl::Status st = CheckSelection(pool, seq, layer, sel); !st.ok()) return st;
   const PagedKv kv = pool.view();
-  const int64_t heads = kv.n_kv_heads, d = kv.head_dim, len = seq.layer_len[layer], n = sel.n_keep;
+  const int64_t heads = kv.n_kv_heads, len = seq.layer_len[layer], n = sel.n_keep;
   const LayerKv L{kv, seq.layer_pages[layer], len};
   for (int64_t h = 0; h < heads; ++h) {
     // Slots ascend and sel[i] >= i, so copying front to back never overwrites an entry
@@ -40,8 +41,8 @@ absl::Status CompactLayer(PagePool& pool, SequenceKv& seq, int64_t layer, const 
     for (int64_t i = 0; i < n; ++i) {
       const int64_t src = L.Offset(sel.slots[h * n + i], h), dst = L.Offset(i, h);
       if (src != dst) {
-        std::copy_n(kv.k + src * d, d, kv.k + dst * d);
-        std::copy_n(kv.v + src * d, d, kv.v + dst * d);
+        CopyKvRows(kv, kv.k, dst, src, 1);
+        CopyKvRows(kv, kv.v, dst, src, 1);
       }
       kv.log_w[dst] = sel.log_w[h * n + i];
     }

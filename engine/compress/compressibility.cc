@@ -65,11 +65,11 @@ void CompressibilityEstimator::AddEntries(const LayerKv& layer, int64_t l, int64
                                           Backend& backend) {
   if (n <= 0) return;
   const int64_t d = head_dim_;
-  std::vector<float> kt(static_cast<size_t>(d * n)), scratch;
+  std::vector<float> kt(static_cast<size_t>(d * n)), scratch, k(static_cast<size_t>(d));
   for (int64_t g = 0; g < n_kv_heads_; ++g) {
     double* sum = sum_[l].data() + g * d;
     for (int64_t i = 0; i < n; ++i) {
-      const float* k = layer.Key(first + i, g);
+      layer.Key(first + i, g, k.data());
       for (int64_t a = 0; a < d; ++a) {
         kt[a * n + i] = k[a];
         sum[a] += k[a];
@@ -77,9 +77,13 @@ void CompressibilityEstimator::AddEntries(const LayerKv& layer, int64_t l, int64
     }
     AddGram(kt, n, d, backend, scratch, m2_[l].data() + g * d * d);
   }
+  std::vector<float> rows(static_cast<size_t>(n_kv_heads_ * d));
   std::vector<const float*> heads(static_cast<size_t>(n_kv_heads_));
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t g = 0; g < n_kv_heads_; ++g) heads[g] = layer.Value(first + i, g);
+    for (int64_t g = 0; g < n_kv_heads_; ++g) {
+      layer.Value(first + i, g, rows.data() + g * d);
+      heads[g] = rows.data() + g * d;
+    }
     values_[l].Offer(heads.data());
   }
   count_[l] += n;

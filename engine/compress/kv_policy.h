@@ -7,6 +7,7 @@
 
 #include "absl/types/span.h"
 #include "kernels/backend.h"
+#include "kernels/kv_rows.h"
 
 namespace kvserve {
 
@@ -16,9 +17,20 @@ struct LayerKv {
   absl::Span<const int32_t> pages;  // the layer's pages, in slot order
   int64_t len = 0;                  // slots in use
 
-  // [head_dim] of KV head h at slot s.
-  const float* Key(int64_t s, int64_t h) const { return kv.k + Offset(s, h) * kv.head_dim; }
-  const float* Value(int64_t s, int64_t h) const { return kv.v + Offset(s, h) * kv.head_dim; }
+  // out[head_dim] = the key / value of KV head h at slot s, as fp32 whatever the storage.
+  void Key(int64_t s, int64_t h, float* out) const { ReadKvRow(kv, kv.k, Offset(s, h), out); }
+  void Value(int64_t s, int64_t h, float* out) const { ReadKvRow(kv, kv.v, Offset(s, h), out); }
+  // The same as a new vector (tests, tools; hot loops use the forms above with a buffer).
+  std::vector<float> Key(int64_t s, int64_t h) const {
+    std::vector<float> out(static_cast<size_t>(kv.head_dim));
+    Key(s, h, out.data());
+    return out;
+  }
+  std::vector<float> Value(int64_t s, int64_t h) const {
+    std::vector<float> out(static_cast<size_t>(kv.head_dim));
+    Value(s, h, out.data());
+    return out;
+  }
   float LogWeight(int64_t s, int64_t h) const { return kv.log_w[Offset(s, h)]; }
   int64_t Offset(int64_t s, int64_t h) const {
     return (static_cast<int64_t>(pages[s / kv.page_size]) * kv.page_size + s % kv.page_size) * kv.n_kv_heads + h;

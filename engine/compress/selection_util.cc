@@ -34,8 +34,11 @@ Selection SelectTopPerHead(const LayerKv& layer, absl::Span<const float> scores,
 void GatherHead(const LayerKv& layer, int64_t h, bool values, float* out, int64_t first) {
   const int64_t d = layer.kv.head_dim;
   for (int64_t s = first; s < layer.len; ++s) {
-    const float* src = values ? layer.Value(s, h) : layer.Key(s, h);
-    std::copy_n(src, d, out + (s - first) * d);
+    if (values) {
+      layer.Value(s, h, out + (s - first) * d);
+    } else {
+      layer.Key(s, h, out + (s - first) * d);
+    }
   }
 }
 

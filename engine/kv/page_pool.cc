@@ -8,9 +8,28 @@
 
 namespace kvserve {
 
+namespace {
+
+int64_t KvBytes(const PagePoolShape& s) {
+  return s.num_pages * s.page_size * s.n_kv_heads * s.head_dim * (s.kv_dtype == DType::kF16 ? 2 : 4);
+}
+
+}  // namespace
+
+absl::Status CheckKvDType(DType dtype, const Backend& memory) {
+  if (dtype != DType::kF32 && dtype != DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-dtype must be f32 or f16, got ", std::string(DTypeName(dtype))));
+  }
+  if (dtype == DType::kF16 && !memory.HostMemory()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-dtype f16 runs on the CPU backend only (the ", std::string(memory.Name()), " kernels read f32 pages)"));
+  }
+  return absl::OkStatus();
+}
+
 PagePool::PagePool(const PagePoolShape& shape)
     : shape_(shape),
-      k_(static_cast<size_t>(shape.num_pages * shape.page_size * shape.n_kv_heads * shape.head_dim)),
+      k_(static_cast<size_t>(KvBytes(shape))),
       v_(k_.size()),
       log_w_(static_cast<size_t>(shape.num_pages * shape.page_size * shape.n_kv_heads)),
       in_use_(static_cast<size_t>(shape.num_pages), 0) {
@@ -19,15 +38,15 @@ PagePool::PagePool(const PagePoolShape& shape)
 }
 
 PagePool::PagePool(const PagePoolShape& shape, Backend* memory)
-    : PagePool(memory && !memory->HostMemory() ? PagePoolShape{0, shape.page_size, shape.n_kv_heads, shape.head_dim}
-                                               : shape) {
+    : PagePool(memory && !memory->HostMemory()
+                   ? PagePoolShape{0, shape.page_size, shape.n_kv_heads, shape.head_dim, shape.kv_dtype}
+                   : shape) {
   if (!memory || memory->HostMemory()) return;
   // Built with zero pages above (no host storage); now the real page count and device storage.
   shape_ = shape;
   device_ = memory;
-  const int64_t kv_floats = shape.num_pages * shape.page_size * shape.n_kv_heads * shape.head_dim;
-  dk_ = static_cast<float*>(memory->Allocate(kv_floats * static_cast<int64_t>(sizeof(float))));
-  dv_ = static_cast<float*>(memory->Allocate(kv_floats * static_cast<int64_t>(sizeof(float))));
+  dk_ = memory->Allocate(KvBytes(shape));
+  dv_ = memory->Allocate(KvBytes(shape));
   dlog_w_ = static_cast<float*>(
       memory->Allocate(shape.num_pages * shape.page_size * shape.n_kv_heads * static_cast<int64_t>(sizeof(float))));
   in_use_.assign(static_cast<size_t>(shape.num_pages), 0);
@@ -45,7 +64,8 @@ PagePool::~PagePool() {
 }
 
 int64_t PagePool::PageBytes(const PagePoolShape& s) {
-  return static_cast<int64_t>(sizeof(float)) * s.page_size * s.n_kv_heads * (2 * s.head_dim + 1);
+  const int64_t element = s.kv_dtype == DType::kF16 ? 2 : 4;
+  return s.page_size * s.n_kv_heads * (2 * s.head_dim * element + static_cast<int64_t>(sizeof(float)));
 }
 
 void PagePool::Take(int64_t n, std::vector<int32_t>* out) {
@@ -128,8 +148,8 @@ PagePoolStats PagePool::stats() const {
 }
 
 PagedKv PagePool::view() {
-  if (device_) return {dk_, dv_, dlog_w_, shape_.page_size, shape_.n_kv_heads, shape_.head_dim};
-  return {k_.data(), v_.data(), log_w_.data(), shape_.page_size, shape_.n_kv_heads, shape_.head_dim};
+  if (device_) return {dk_, dv_, dlog_w_, shape_.page_size, shape_.n_kv_heads, shape_.head_dim, shape_.kv_dtype};
+  return {k_.data(), v_.data(), log_w_.data(), shape_.page_size, shape_.n_kv_heads, shape_.head_dim, shape_.kv_dtype};
 }
 
 absl::Status PagePool::CheckInvariants(absl::Span<const std::vector<int32_t>* const> owners) const {

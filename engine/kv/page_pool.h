@@ -15,7 +15,13 @@ struct PagePoolShape {
   int64_t page_size = 16;
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
+  DType kv_dtype = DType::kF32;  // K/V storage: kF32, or kF16 (host pools only; see PagedKv)
 };
+
+// OK when a pool of K/V storage `dtype` can live in `memory`'s memory: kF32 anywhere, kF16 in
+// host memory only (the device kernels read fp32 pages); otherwise INVALID_ARGUMENT naming
+// --kv-dtype.
+absl::Status CheckKvDType(DType dtype, const Backend& memory);
 
 struct PagePoolStats {
   int64_t pages_total = 0;
@@ -72,7 +78,7 @@ class PagePool {
   // once, and that owners hold every used page. Returns INTERNAL naming the first breach.
   absl::Status CheckInvariants(absl::Span<const std::vector<int32_t>* const> owners = {}) const;
 
-  // Bytes one page takes: K, V and log-weights.
+  // Bytes one page takes: K and V (of kv_dtype) and fp32 log-weights.
   static int64_t PageBytes(const PagePoolShape& shape);
 
  private:
@@ -80,10 +86,11 @@ class PagePool {
   void Give(absl::Span<const int32_t> pages);
 
   PagePoolShape shape_;
-  std::vector<float> k_, v_, log_w_;  // host storage (empty when device_ holds it)
-  Backend* device_ = nullptr;         // device storage owner, or nullptr
-  float* dk_ = nullptr;
-  float* dv_ = nullptr;
+  std::vector<uint8_t> k_, v_;  // host storage of kv_dtype (empty when device_ holds it)
+  std::vector<float> log_w_;
+  Backend* device_ = nullptr;   // device storage owner, or nullptr
+  void* dk_ = nullptr;
+  void* dv_ = nullptr;
   float* dlog_w_ = nullptr;
   std::vector<int32_t> free_;     // LIFO: recently freed pages are warm in cache
   std::vector<uint8_t> in_use_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/kv_rows.h"
 
 namespace kvserve {
 
@@ -19,8 +20,7 @@ absl::StatusOr<SequenceKv> CloneSequence(PagePool& pool, const SequenceKv& src) 
   SequenceKv dst(n_layers);
   PagedKv kv = pool.view();
   // A page is contiguous in each of K, V and log_w, so whole pages copy as three blocks.
-  const int64_t slot_floats = kv.n_kv_heads * kv.head_dim;
-  const int64_t page_floats = kv.page_size * slot_floats, page_weights = kv.page_size * kv.n_kv_heads;
+  const int64_t page_rows = kv.page_size * kv.n_kv_heads, page_weights = page_rows;
   for (int64_t l = 0; l < n_layers; ++l) {
     const std::vector<int32_t>& from = src.layer_pages[l];
     std::vector<int32_t>& to = dst.layer_pages[l];
@@ -31,8 +31,8 @@ absl::StatusOr<SequenceKv> CloneSequence(PagePool& pool, const SequenceKv& src) 
     }
     for (size_t i = 0; i < from.size(); ++i) {
       const int64_t s = from[i], d = to[i];
-      std::copy_n(kv.k + s * page_floats, page_floats, kv.k + d * page_floats);
-      std::copy_n(kv.v + s * page_floats, page_floats, kv.v + d * page_floats);
+      CopyKvRows(kv, kv.k, d * page_rows, s * page_rows, page_rows);
+      CopyKvRows(kv, kv.v, d * page_rows, s * page_rows, page_rows);
       std::copy_n(kv.log_w + s * page_weights, page_weights, kv.log_w + d * page_weights);
     }
     dst.layer_len[l] = src.layer_len[l];

@@ -10,6 +10,7 @@ namespace kvserve {
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenizer& tokenizer,
                                                       Backend& backend, const EngineConfig& config) {
+  if (absl::Status st = CheckKvDType(config.kv_dtype, backend); !st.ok()) return st;
   if (config.page_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--page-size must be >= 1, got ", config.page_size));
   }
@@ -32,7 +33,8 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, Backend& backend,
     // The pool lives in the backend's memory (device memory for CUDA): the forward pass and
     // the device compressor read and write pages there, and nothing in the scheduler touches
     // page contents on the host.
-    : pool_({config.num_pages, config.page_size, model.config.n_kv_heads, model.config.head_dim}, &backend),
+    : pool_({config.num_pages, config.page_size, model.config.n_kv_heads, model.config.head_dim, config.kv_dtype},
+            &backend),
       scheduler_(model, tokenizer, backend, pool_, config.scheduler) {
   thread_ = std::thread([this] { Loop(); });
 }

@@ -8,26 +8,33 @@
 
 #include <cmath>
 
+#include "kernels/cpu/half.h"
+
 namespace kvserve::cpu {
 namespace {
 
-void ScoreKeysPlain(const float* q, int64_t heads, const float* k, int64_t k_stride, int64_t n, int64_t hd,
+inline float Widen(float x) { return x; }
+inline float Widen(uint16_t h) { return Fp16ToFp32(h); }
+
+template <typename T>
+void ScoreKeysPlain(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd,
                     float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t i = 0; i < n; ++i) {
       float acc = 0.0f;
-      for (int64_t d = 0; d < hd; ++d) acc += q[h * hd + d] * k[i * k_stride + d];
+      for (int64_t d = 0; d < hd; ++d) acc += q[h * hd + d] * Widen(k[i * k_stride + d]);
       logits[h * logits_stride + i] = acc * scale + lw[i * lw_stride];
     }
   }
 }
 
-void AccumulateValuesPlain(const float* p, int64_t p_stride, int64_t heads, const float* v, int64_t v_stride,
+template <typename T>
+void AccumulateValuesPlain(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride,
                            int64_t n, int64_t hd, float* acc) {
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t i = 0; i < n; ++i) {
       const float w = p[h * p_stride + i];
-      for (int64_t d = 0; d < hd; ++d) acc[h * hd + d] += w * v[i * v_stride + d];
+      for (int64_t d = 0; d < hd; ++d) acc[h * hd + d] += w * Widen(v[i * v_stride + d]);
     }
   }
 }
@@ -39,6 +46,9 @@ float ExpShiftedSumPlain(float* x, int64_t n, float shift) {
 }
 
 #ifdef __AVX2__
+inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 Load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
 inline float Sum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_hadd_ps(s, s);
@@ -91,7 +101,8 @@ inline __m128 Sum8x4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
-void ScoreKeysAvx2(const float* q, int64_t heads, const float* k, int64_t k_stride, int64_t n, int64_t hd,
+template <typename T>
+void ScoreKeysAvx2(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd,
                    float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
   const __m128 vscale = _mm_set1_ps(scale);
   for (int64_t h = 0; h < heads; ++h) {
@@ -99,14 +110,14 @@ void ScoreKeysAvx2(const float* q, int64_t heads, const float* k, int64_t k_stri
     float* out = logits + h * logits_stride;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
-      const float* k0 = k + i * k_stride;
+      const T* k0 = k + i * k_stride;
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
       for (int64_t d = 0; d < hd; d += 8) {
         const __m256 qv = _mm256_loadu_ps(qh + d);
-        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + d), a0);
-        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + k_stride + d), a1);
-        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * k_stride + d), a2);
-        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * k_stride + d), a3);
+        a0 = _mm256_fmadd_ps(qv, Load8(k0 + d), a0);
+        a1 = _mm256_fmadd_ps(qv, Load8(k0 + k_stride + d), a1);
+        a2 = _mm256_fmadd_ps(qv, Load8(k0 + 2 * k_stride + d), a2);
+        a3 = _mm256_fmadd_ps(qv, Load8(k0 + 3 * k_stride + d), a3);
       }
       const __m128 w = _mm_setr_ps(lw[i * lw_stride], lw[(i + 1) * lw_stride], lw[(i + 2) * lw_stride],
                                    lw[(i + 3) * lw_stride]);
@@ -114,26 +125,27 @@ void ScoreKeysAvx2(const float* q, int64_t heads, const float* k, int64_t k_stri
     }
     for (; i < n; ++i) {
       __m256 a = _mm256_setzero_ps();
-      for (int64_t d = 0; d < hd; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), _mm256_loadu_ps(k + i * k_stride + d), a);
+      for (int64_t d = 0; d < hd; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), Load8(k + i * k_stride + d), a);
       out[i] = Sum8(a) * scale + lw[i * lw_stride];
     }
   }
 }
 
 // Columns [d0, d0 + 8 * kVecs) of one head's output, kept in registers over all n values.
-template <int kVecs>
-inline void AccumulateColumns(const float* p, const float* v, int64_t v_stride, int64_t n, float* acc) {
+template <int kVecs, typename T>
+inline void AccumulateColumns(const float* p, const T* v, int64_t v_stride, int64_t n, float* acc) {
   __m256 a[kVecs];
   for (int c = 0; c < kVecs; ++c) a[c] = _mm256_loadu_ps(acc + 8 * c);
   for (int64_t i = 0; i < n; ++i) {
     const __m256 w = _mm256_set1_ps(p[i]);
-    const float* vi = v + i * v_stride;
-    for (int c = 0; c < kVecs; ++c) a[c] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vi + 8 * c), a[c]);
+    const T* vi = v + i * v_stride;
+    for (int c = 0; c < kVecs; ++c) a[c] = _mm256_fmadd_ps(w, Load8(vi + 8 * c), a[c]);
   }
   for (int c = 0; c < kVecs; ++c) _mm256_storeu_ps(acc + 8 * c, a[c]);
 }
 
-void AccumulateValuesAvx2(const float* p, int64_t p_stride, int64_t heads, const float* v, int64_t v_stride,
+template <typename T>
+void AccumulateValuesAvx2(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride,
                           int64_t n, int64_t hd, float* acc) {
   for (int64_t h = 0; h < heads; ++h) {
     const float* ph = p + h * p_stride;
@@ -145,22 +157,43 @@ void AccumulateValuesAvx2(const float* p, int64_t p_stride, int64_t heads, const
 }
 #endif
 
-}  // namespace
-
-void ScoreKeys(const float* q, int64_t heads, const float* k, int64_t k_stride, int64_t n, int64_t hd,
-               float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+template <typename T>
+void ScoreKeysAs(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
+                 const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
 #ifdef __AVX2__
   if (hd % 8 == 0) return ScoreKeysAvx2(q, heads, k, k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride);
 #endif
   ScoreKeysPlain(q, heads, k, k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride);
 }
 
-void AccumulateValues(const float* p, int64_t p_stride, int64_t heads, const float* v, int64_t v_stride,
-                      int64_t n, int64_t hd, float* acc) {
+template <typename T>
+void AccumulateValuesAs(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride, int64_t n,
+                        int64_t hd, float* acc) {
 #ifdef __AVX2__
   if (hd % 8 == 0) return AccumulateValuesAvx2(p, p_stride, heads, v, v_stride, n, hd, acc);
 #endif
   AccumulateValuesPlain(p, p_stride, heads, v, v_stride, n, hd, acc);
+}
+
+}  // namespace
+
+void ScoreKeys(const float* q, int64_t heads, const void* k, DType type, int64_t k_stride, int64_t n, int64_t hd,
+               float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+  if (type == DType::kF16) {
+    ScoreKeysAs(q, heads, static_cast<const uint16_t*>(k), k_stride, n, hd, scale, lw, lw_stride, logits,
+                logits_stride);
+  } else {
+    ScoreKeysAs(q, heads, static_cast<const float*>(k), k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride);
+  }
+}
+
+void AccumulateValues(const float* p, int64_t p_stride, int64_t heads, const void* v, DType type, int64_t v_stride,
+                      int64_t n, int64_t hd, float* acc) {
+  if (type == DType::kF16) {
+    AccumulateValuesAs(p, p_stride, heads, static_cast<const uint16_t*>(v), v_stride, n, hd, acc);
+  } else {
+    AccumulateValuesAs(p, p_stride, heads, static_cast<const float*>(v), v_stride, n, hd, acc);
+  }
 }
 
 float ExpShiftedSum(float* x, int64_t n, float shift) {

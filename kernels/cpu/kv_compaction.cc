@@ -3,17 +3,17 @@
 #include <algorithm>
 
 #include "kernels/cpu/kv_compress_ops.h"
+#include "kernels/kv_rows.h"
 
 namespace kvserve::cpu {
 
 void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
                int64_t k, std::vector<int32_t>* freed) {
-  const int64_t d = kv.head_dim;
   for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
     for (int64_t i = 0; i < k; ++i) {
       const int64_t src = KvOffset(kv, pages, slots[h * k + i], h), dst = KvOffset(kv, pages, i, h);
-      std::copy_n(kv.k + src * d, d, kv.k + dst * d);
-      std::copy_n(kv.v + src * d, d, kv.v + dst * d);
+      CopyKvRows(kv, kv.k, dst, src, 1);
+      CopyKvRows(kv, kv.v, dst, src, 1);
       kv.log_w[dst] = new_log_w ? new_log_w[h * k + i] : kv.log_w[src];
     }
   }

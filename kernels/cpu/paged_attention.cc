@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/attention_dots.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/kv_rows.h"
 
 namespace kvserve::cpu {
 namespace {
@@ -77,11 +78,11 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
     const int64_t b1 = std::min<int64_t>(task.end, b0 + kKeyBlock);
     const int64_t n = b1 - b0;
     ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
-      const float* k = kv.k + slot * kv_row + task.g * hd;
+      const void* k = static_cast<const uint8_t*>(kv.k) + (slot * kv_row + task.g * hd) * kv.ElementBytes();
       const float* lw = kv.log_w + slot * n_kv + task.g;
       for (int64_t i = 0; i < task.n_tokens; ++i) {
-        ScoreKeys(q + ((task.token + i) * n_heads + task.g * group) * hd, group, k, kv_row, run, hd, scale, lw, n_kv,
-                  logits.data() + i * group * kKeyBlock + at, kKeyBlock);
+        ScoreKeys(q + ((task.token + i) * n_heads + task.g * group) * hd, group, k, kv.dtype, kv_row, run, hd, scale,
+                  lw, n_kv, logits.data() + i * group * kKeyBlock + at, kKeyBlock);
       }
     });
     for (int64_t i = 0; i < task.n_tokens; ++i) {
@@ -108,8 +109,8 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
       }
     }
     ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
-      AccumulateValues(logits.data() + at, kKeyBlock, rows, kv.v + slot * kv_row + task.g * hd, kv_row, run, hd,
-                       st.acc);
+      const void* v = static_cast<const uint8_t*>(kv.v) + (slot * kv_row + task.g * hd) * kv.ElementBytes();
+      AccumulateValues(logits.data() + at, kKeyBlock, rows, v, kv.dtype, kv_row, run, hd, st.acc);
     });
   }
 }
@@ -144,8 +145,10 @@ void WriteKv(const PagedKv& kv, const AttentionBatch& batch, const float* k, con
     for (int64_t i = 0; i < n_q; ++i) {
       const int64_t slot = SlotIndex(kv, pages, first_slot + i);
       const int64_t t = batch.q_indptr[s] + i;
-      std::memcpy(kv.k + slot * row, k + t * row, sizeof(float) * row);
-      std::memcpy(kv.v + slot * row, v + t * row, sizeof(float) * row);
+      for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
+        WriteKvRow(kv, kv.k, slot * kv.n_kv_heads + h, k + t * row + h * kv.head_dim);
+        WriteKvRow(kv, kv.v, slot * kv.n_kv_heads + h, v + t * row + h * kv.head_dim);
+      }
       std::fill_n(kv.log_w + slot * kv.n_kv_heads, kv.n_kv_heads, 0.0f);
     }
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/kv_compress_ops.h"
+#include "kernels/kv_rows.h"
 
 namespace kvserve::cpu {
 
@@ -13,6 +14,7 @@ void SnapKvScores(const PagedKv& kv, const int32_t* pages, int64_t len, const fl
                   int64_t n_heads, float scale, int64_t pool_kernel, float* scores) {
   const int64_t kvh = kv.n_kv_heads, d = kv.head_dim, group = n_heads / kvh, m = len - w, pad = pool_kernel / 2;
   std::vector<double> attn(static_cast<size_t>(m)), logits(static_cast<size_t>(len));
+  std::vector<float> key(static_cast<size_t>(d));
   float best = 0;
   for (int64_t g = 0; g < kvh; ++g) {
     float* out = scores + g * len;
@@ -26,8 +28,9 @@ void SnapKvScores(const PagedKv& kv, const int32_t* pages, int64_t len, const fl
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t s = 0; s < seen; ++s) {
           const int64_t off = KvOffset(kv, pages, s, g);
+          ReadKvRow(kv, kv.k, off, key.data());
           double dot = 0;
-          for (int64_t e = 0; e < d; ++e) dot += static_cast<double>(q[e]) * kv.k[off * d + e];
+          for (int64_t e = 0; e < d; ++e) dot += static_cast<double>(q[e]) * key[e];
           logits[s] = dot * scale + kv.log_w[off];
           mx = std::max(mx, logits[s]);
         }

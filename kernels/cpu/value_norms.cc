@@ -5,15 +5,17 @@
 #include <vector>
 
 #include "kernels/cpu/kv_compress_ops.h"
+#include "kernels/kv_rows.h"
 
 namespace kvserve::cpu {
 
 void ProjectedValueNorms(const PagedKv& kv, const int32_t* pages, int64_t first, int64_t len, const float* wo,
                          int64_t hidden, int64_t n_heads, float* norms, int64_t stride) {
   const int64_t kvh = kv.n_kv_heads, d = kv.head_dim, group = n_heads / kvh, qd = n_heads * d;
+  std::vector<float> v(static_cast<size_t>(d));
   for (int64_t g = 0; g < kvh; ++g) {
     for (int64_t s = first; s < len; ++s) {
-      const float* v = kv.v + KvOffset(kv, pages, s, g) * d;
+      ReadKvRow(kv, kv.v, KvOffset(kv, pages, s, g), v.data());
       double mean = 0;
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         double l1 = 0;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/attention_plan.h"
@@ -17,6 +18,15 @@
 
 namespace kvserve {
 namespace {
+
+// Device pools hold fp32 K/V: CheckKvDType (engine/kv/page_pool.h) refuses fp16 for them.
+float* F32Pages(const PagedKv& kv, void* pages) {
+  if (kv.dtype != DType::kF32) {
+    std::fprintf(stderr, "kvserve: CUDA KV pages must be f32, got %s\n", std::string(DTypeName(kv.dtype)).c_str());
+    std::abort();
+  }
+  return static_cast<float*>(pages);
+}
 
 // A grow-only device buffer for per-op scratch. Growing frees the old one (cudaFree waits
 // for the device, so kernels still reading it finish first).
@@ -146,7 +156,7 @@ class CudaBackend final : public Backend {
     }
     const size_t off = meta_.Add(slots_.data(), slots_.size());
     const unsigned char* base = meta_.Send(meta_dev_, stream_);
-    cuda::WriteKv(kv.k, kv.v, kv.log_w, reinterpret_cast<const int32_t*>(base + off), k, v,
+    cuda::WriteKv(F32Pages(kv, kv.k), F32Pages(kv, kv.v), kv.log_w, reinterpret_cast<const int32_t*>(base + off), k, v,
                   static_cast<int64_t>(slots_.size()), kv.n_kv_heads, kv.head_dim, stream_);
   }
   void Attention(const PagedKv& kv, const AttentionBatch& batch, const AttentionShape& shape, const float* q,
@@ -221,7 +231,7 @@ void CudaBackend::SnapKvScores(const PagedKv& kv, const int32_t* pages, int64_t 
   }
   const int32_t* dpages = UploadPages(pages, len, kv.page_size);
   void* scratch = compress_.Get(cuda::SnapKvScratchBytes(len, w, kv.n_kv_heads, shape.n_heads));
-  cuda::SnapKvScores(kv.k, kv.log_w, dpages, window, scores, scratch, len, w, kv.page_size, kv.n_kv_heads,
+  cuda::SnapKvScores(F32Pages(kv, kv.k), kv.log_w, dpages, window, scores, scratch, len, w, kv.page_size, kv.n_kv_heads,
                      kv.head_dim, shape.n_heads, shape.scale, pool_kernel, stream_);
 }
 
@@ -229,7 +239,7 @@ void CudaBackend::ProjectedValueNorms(const PagedKv& kv, const int32_t* pages, i
                                       const WeightView& wo, int64_t n_heads, float* norms, int64_t stride) {
   const __nv_bfloat16* w = weights_->Bf16(wo);
   const int32_t* dpages = UploadPages(pages, len, kv.page_size);
-  cuda::ProjectedValueNorms(kv.v, dpages, w, norms, first, len, kv.page_size, kv.n_kv_heads, kv.head_dim, n_heads,
+  cuda::ProjectedValueNorms(F32Pages(kv, kv.v), dpages, w, norms, first, len, kv.page_size, kv.n_kv_heads, kv.head_dim, n_heads,
                             wo.rows, stride, stream_);
 }
 
@@ -248,7 +258,7 @@ void CudaBackend::CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len
   if (k <= 0) return;
   const int32_t* dpages = UploadPages(pages, len, kv.page_size);
   void* scratch = compress_.Get(cuda::CompactKvScratchBytes(k, kv.n_kv_heads, kv.head_dim));
-  cuda::CompactKv(kv.k, kv.v, kv.log_w, dpages, slots, new_log_w, scratch, k, kv.page_size, kv.n_kv_heads,
+  cuda::CompactKv(F32Pages(kv, kv.k), F32Pages(kv, kv.v), kv.log_w, dpages, slots, new_log_w, scratch, k, kv.page_size, kv.n_kv_heads,
                   kv.head_dim, stream_);
 }
 
@@ -275,8 +285,8 @@ void CudaBackend::Attention(const PagedKv& kv, const AttentionBatch& batch, cons
   const unsigned char* base = meta_.Send(meta_dev_, stream_);
 
   cuda::DevicePagedKv dkv;
-  dkv.k = kv.k;
-  dkv.v = kv.v;
+  dkv.k = F32Pages(kv, kv.k);
+  dkv.v = F32Pages(kv, kv.v);
   dkv.log_w = kv.log_w;
   dkv.page_indptr = reinterpret_cast<const int32_t*>(base + o_indptr);
   dkv.page_indices = reinterpret_cast<const int32_t*>(base + o_pages);

@@ -233,7 +233,7 @@ void RunAttention(Backend& cpu, Backend& gpu, const AttnCase& c, uint32_t seed,
   float* dout = up(std::vector<float>(want.size()));
   gpu.WriteKv(dev, batch, up(k), up(v));
   gpu.Attention(dev, batch, shape, up(q), dout);
-  EXPECT_EQ(down(dev.k, k_pages.size()), k_pages) << "WriteKv K";
+  EXPECT_EQ(down(static_cast<const float*>(dev.k), k_pages.size()), k_pages) << "WriteKv K";
   EXPECT_EQ(down(dev.log_w, log_w.size()), log_w) << "WriteKv log_w";
   std::string desc = "page_size " + std::to_string(ps) + " head_dim " + std::to_string(hd) + " group " +
                      std::to_string(c.group) + " seqs";

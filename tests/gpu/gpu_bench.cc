@@ -85,8 +85,8 @@ struct AttnSetup {
     for (float& x : fill) x = u(rng);
     for (int64_t off = 0; off < slots * n_kv * hd; off += static_cast<int64_t>(fill.size())) {
       const int64_t n = std::min<int64_t>(static_cast<int64_t>(fill.size()), slots * n_kv * hd - off);
-      gpu.CopyIn(kv.k + off, fill.data(), n * 4);
-      gpu.CopyIn(kv.v + off, fill.data(), n * 4);
+      gpu.CopyIn(static_cast<float*>(kv.k) + off, fill.data(), n * 4);
+      gpu.CopyIn(static_cast<float*>(kv.v) + off, fill.data(), n * 4);
     }
     q = Alloc(seqs * n_q * n_kv * group * hd);
     out = Alloc(seqs * n_q * n_kv * group * hd);

@@ -241,7 +241,8 @@ TEST_F(CudaKvCompress, CompactionAndWeightedGather) {
       gpu_->CompactKv(dev, L.pages.data(), len, Up(slots), weighted ? Up(new_log_w) : nullptr, k);
       std::vector<int32_t> freed;
       cpu::CompactKv(L.Host(), L.pages.data(), len, slots.data(), weighted ? new_log_w.data() : nullptr, k, &freed);
-      const std::vector<float> gk = Down(dev.k, L.k.size()), gv = Down(dev.v, L.v.size()),
+      const std::vector<float> gk = Down(static_cast<const float*>(dev.k), L.k.size()),
+                               gv = Down(static_cast<const float*>(dev.v), L.v.size()),
                                glw = Down(dev.log_w, L.log_w.size());
       int64_t bad = 0;
       for (int64_t i = 0; i < k; ++i) {

@@ -11,8 +11,9 @@
 namespace kvserve {
 
 struct LayerFixture {
-  LayerFixture(int64_t len, int64_t kv_heads, int64_t head_dim, int64_t page_size = 4)
-      : pool({(len + page_size - 1) / page_size + 3, page_size, kv_heads, head_dim}), seq(1),
+  LayerFixture(int64_t len, int64_t kv_heads, int64_t head_dim, int64_t page_size = 4,
+               DType kv_dtype = DType::kF32)
+      : pool({(len + page_size - 1) / page_size + 3, page_size, kv_heads, head_dim, kv_dtype}), seq(1),
         k(static_cast<size_t>(len * kv_heads * head_dim)), v(k.size()), log_w(static_cast<size_t>(len * kv_heads)) {
     // Take two spare pages first so the layer's pages are not 0, 1, 2, ...
     std::vector<int32_t> spare;
@@ -37,8 +38,8 @@ struct LayerFixture {
     for (int64_t s = 0; s < L.len; ++s) {
       for (int64_t h = 0; h < H; ++h) {
         const int64_t off = L.Offset(s, h);
-        std::copy_n(&k[(s * H + h) * d], d, L.kv.k + off * d);
-        std::copy_n(&v[(s * H + h) * d], d, L.kv.v + off * d);
+        WriteKvRow(L.kv, L.kv.k, off, &k[(s * H + h) * d]);
+        WriteKvRow(L.kv, L.kv.v, off, &v[(s * H + h) * d]);
         L.kv.log_w[off] = log_w[s * H + h];
       }
     }

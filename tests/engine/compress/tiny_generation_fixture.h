@@ -31,13 +31,14 @@ class TinyGenerationTest : public ::testing::Test {
 
   // Greedy generation with every step's logits kept, ignoring EOS.
   GenerationResult Run(const std::vector<int32_t>& prompt, const CompressionSettings& kv, int max_new,
-                       int64_t chunk = 512, int64_t page = 16) {
+                       int64_t chunk = 512, int64_t page = 16, DType kv_dtype = DType::kF32) {
     GenerationOptions o;
     o.max_new_tokens = max_new;
     o.ignore_eos = true;
     o.compression = kv;
     o.prefill_chunk = chunk;
     o.page_size = page;
+    o.kv_dtype = kv_dtype;
     auto g = Generate(*model_, *tokenizer_, *backend_, prompt, o, {}, true);
     EXPECT_TRUE(g.ok()) << g.status();
     return g.ok() ? *g : GenerationResult{};

@@ -20,8 +20,8 @@ void Fill(PagePool& pool, SequenceKv& seq, const std::vector<int64_t>& lens) {
     for (int32_t p : seq.layer_pages[l]) {
       const int64_t n = kv.page_size * kv.n_kv_heads;
       for (int64_t i = 0; i < n * kv.head_dim; ++i) {
-        kv.k[p * n * kv.head_dim + i] = static_cast<float>(p * 1000 + i);
-        kv.v[p * n * kv.head_dim + i] = static_cast<float>(-p * 1000 - i);
+        static_cast<float*>(kv.k)[p * n * kv.head_dim + i] = static_cast<float>(p * 1000 + i);
+        static_cast<float*>(kv.v)[p * n * kv.head_dim + i] = static_cast<float>(-p * 1000 - i);
       }
       for (int64_t i = 0; i < n; ++i) kv.log_w[p * n + i] = static_cast<float>(p) * 0.5f - static_cast<float>(i);
     }
@@ -42,8 +42,10 @@ void ExpectSameSlots(PagePool& pool, const SequenceKv& a, const SequenceKv& b) {
         const int64_t ea = Entry(kv, a.layer_pages[l], s, h), eb = Entry(kv, b.layer_pages[l], s, h);
         EXPECT_EQ(kv.log_w[ea], kv.log_w[eb]);
         for (int64_t d = 0; d < kv.head_dim; ++d) {
-          EXPECT_EQ(kv.k[ea * kv.head_dim + d], kv.k[eb * kv.head_dim + d]);
-          EXPECT_EQ(kv.v[ea * kv.head_dim + d], kv.v[eb * kv.head_dim + d]);
+          const auto* k = static_cast<const float*>(kv.k);
+          const auto* v = static_cast<const float*>(kv.v);
+          EXPECT_EQ(k[ea * kv.head_dim + d], k[eb * kv.head_dim + d]);
+          EXPECT_EQ(v[ea * kv.head_dim + d], v[eb * kv.head_dim + d]);
         }
       }
     }
@@ -67,7 +69,7 @@ TEST(SequenceCloneTest, CopyHoldsTheSameSlotsInItsOwnPages) {
 
   // Changing and shrinking the copy leaves the original as it was.
   SequenceKv before = *CloneSequence(pool, seq);
-  pool.view().k[clone->layer_pages[0][0] * 4 * 2 * 8] = 12345.0f;
+  static_cast<float*>(pool.view().k)[clone->layer_pages[0][0] * 4 * 2 * 8] = 12345.0f;
   clone->TruncateLayer(pool, 0, 1);
   ExpectSameSlots(pool, seq, before);
   clone->Release(pool);

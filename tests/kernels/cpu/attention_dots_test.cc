@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/half.h"
 #include "tests/kernels/cpu/random_blocks.h"
 
 namespace kvserve::cpu {
@@ -14,21 +15,43 @@ namespace {
 
 using kvserve::testing::RandomFloats;
 
+// x as stored in `type` (rounded to fp16 and back for kF16), and the stored bytes.
+struct Stored {
+  std::vector<float> values;
+  std::vector<uint16_t> halves;
+  const void* data(DType type) const { return type == DType::kF16 ? static_cast<const void*>(halves.data()) : values.data(); }
+};
+
+Stored Store(std::vector<float> x, DType type) {
+  Stored s;
+  if (type == DType::kF16) {
+    for (float& f : x) {
+      s.halves.push_back(Fp32ToFp16(f));
+      f = Fp16ToFp32(s.halves.back());
+    }
+  }
+  s.values = std::move(x);
+  return s;
+}
+
 TEST(AttentionDotsTest, ScoreKeysEqualsPlainDotProducts) {
+  for (DType type : {DType::kF32, DType::kF16})
   for (int64_t hd : {8, 24, 64, 72, 128, 6}) {
     for (int64_t n : {1, 3, 4, 5, 16}) {
       const int64_t heads = 3, k_stride = hd * 2 + 8, lw_stride = 3, out_stride = n + 2;
       const auto q = RandomFloats(heads * hd, 1);
-      const auto k = RandomFloats(n * k_stride, 2);
+      const Stored stored = Store(RandomFloats(n * k_stride, 2), type);
+      const std::vector<float>& k = stored.values;
       const auto lw = RandomFloats(n * lw_stride, 3, 4.0f);
       std::vector<float> got(heads * out_stride, 7.0f);
-      ScoreKeys(q.data(), heads, k.data(), k_stride, n, hd, 0.3f, lw.data(), lw_stride, got.data(), out_stride);
+      ScoreKeys(q.data(), heads, stored.data(type), type, k_stride, n, hd, 0.3f, lw.data(), lw_stride, got.data(),
+                out_stride);
       for (int64_t h = 0; h < heads; ++h) {
         for (int64_t i = 0; i < n; ++i) {
           double dot = 0;
           for (int64_t d = 0; d < hd; ++d) dot += double{q[h * hd + d]} * k[i * k_stride + d];
           EXPECT_NEAR(got[h * out_stride + i], dot * 0.3 + lw[i * lw_stride], 1e-5)
-              << "hd " << hd << " n " << n << " head " << h << " key " << i;
+              << DTypeName(type) << " hd " << hd << " n " << n << " head " << h << " key " << i;
         }
         for (int64_t i = n; i < out_stride; ++i) EXPECT_EQ(got[h * out_stride + i], 7.0f) << "wrote past n";
       }
@@ -37,19 +60,21 @@ TEST(AttentionDotsTest, ScoreKeysEqualsPlainDotProducts) {
 }
 
 TEST(AttentionDotsTest, AccumulateValuesAddsWeightedRows) {
+  for (DType type : {DType::kF32, DType::kF16})
   for (int64_t hd : {8, 24, 64, 72, 128, 6}) {
     for (int64_t n : {1, 5, 16}) {
       const int64_t heads = 2, v_stride = hd + 16, p_stride = n + 1;
       const auto p = RandomFloats(heads * p_stride, 4);
-      const auto v = RandomFloats(n * v_stride, 5);
+      const Stored stored = Store(RandomFloats(n * v_stride, 5), type);
+      const std::vector<float>& v = stored.values;
       const auto start = RandomFloats(heads * hd, 6);
       std::vector<float> got = start;
-      AccumulateValues(p.data(), p_stride, heads, v.data(), v_stride, n, hd, got.data());
+      AccumulateValues(p.data(), p_stride, heads, stored.data(type), type, v_stride, n, hd, got.data());
       for (int64_t h = 0; h < heads; ++h) {
         for (int64_t d = 0; d < hd; ++d) {
           double want = start[h * hd + d];
           for (int64_t i = 0; i < n; ++i) want += double{p[h * p_stride + i]} * v[i * v_stride + d];
-          EXPECT_NEAR(got[h * hd + d], want, 1e-5) << "hd " << hd << " n " << n << " head " << h << " col " << d;
+          EXPECT_NEAR(got[h * hd + d], want, 1e-5) << DTypeName(type) << " hd " << hd << " n " << n << " head " << h << " col " << d;
         }
       }
     }

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/half.h"
+#include "kernels/kv_rows.h"
 #include "tests/kernels/cpu/random_blocks.h"
 
 namespace kvserve::cpu {
@@ -48,12 +50,13 @@ void ContiguousAttention(const std::vector<float>& q, const std::vector<float>& 
 
 struct Params {
   int64_t page_size, n_heads, n_kv, hd;
+  DType kv_dtype = DType::kF32;
 };
 
 class PagedAttentionTest : public ::testing::TestWithParam<Params> {};
 
 void ExpectEqualsContiguousReference(const Params& params, const std::vector<Seq>& seqs) {
-  const auto [page_size, n_heads, n_kv, hd] = params;
+  const auto [page_size, n_heads, n_kv, hd, kv_dtype] = params;
   const int64_t row = n_kv * hd;
   int64_t total_pages = 0;
   for (const Seq& s : seqs) total_pages += (s.kv_len + page_size - 1) / page_size;
@@ -61,9 +64,10 @@ void ExpectEqualsContiguousReference(const Params& params, const std::vector<Seq
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(5));  // pages in scattered order
 
-  std::vector<float> k_pool(total_pages * page_size * row), v_pool(k_pool.size()),
-      lw_pool(total_pages * page_size * n_kv);
-  PagedKv kv{k_pool.data(), v_pool.data(), lw_pool.data(), page_size, n_kv, hd};
+  const int64_t element = kv_dtype == DType::kF16 ? 2 : 4;
+  std::vector<uint8_t> k_pool(total_pages * page_size * row * element), v_pool(k_pool.size());
+  std::vector<float> lw_pool(total_pages * page_size * n_kv);
+  PagedKv kv{k_pool.data(), v_pool.data(), lw_pool.data(), page_size, n_kv, hd, kv_dtype};
   std::vector<int32_t> q_indptr{0}, page_indptr{0}, page_indices, kv_len;
   std::vector<float> q_all, new_k, new_v;
   std::vector<std::vector<float>> ks, vs, lws, qs;
@@ -71,6 +75,10 @@ void ExpectEqualsContiguousReference(const Params& params, const std::vector<Seq
   for (const Seq& s : seqs) {
     ks.push_back(kvserve::testing::RandomFloats(s.kv_len * row, seed++));
     vs.push_back(kvserve::testing::RandomFloats(s.kv_len * row, seed++));
+    if (kv_dtype == DType::kF16) {  // the reference sees what the pages hold
+      for (float& x : ks.back()) x = Fp16ToFp32(Fp32ToFp16(x));
+      for (float& x : vs.back()) x = Fp16ToFp32(Fp32ToFp16(x));
+    }
     lws.push_back(kvserve::testing::RandomFloats(s.kv_len * n_kv, seed++, 2.0f));
     qs.push_back(kvserve::testing::RandomFloats(s.n_q * n_heads * hd, seed++));
     const int64_t np = (s.kv_len + page_size - 1) / page_size;
@@ -83,8 +91,10 @@ void ExpectEqualsContiguousReference(const Params& params, const std::vector<Seq
     const int32_t* pages = page_indices.data() + page_indptr[page_indptr.size() - 2];
     for (int64_t j = 0; j < s.kv_len - s.n_q; ++j) {
       const int64_t slot = pages[j / page_size] * page_size + j % page_size;
-      std::copy_n(ks.back().data() + j * row, row, k_pool.data() + slot * row);
-      std::copy_n(vs.back().data() + j * row, row, v_pool.data() + slot * row);
+      for (int64_t h = 0; h < n_kv; ++h) {
+        WriteKvRow(kv, kv.k, slot * n_kv + h, ks.back().data() + j * row + h * hd);
+        WriteKvRow(kv, kv.v, slot * n_kv + h, vs.back().data() + j * row + h * hd);
+      }
       std::copy_n(lws.back().data() + j * n_kv, n_kv, lw_pool.data() + slot * n_kv);
     }
     new_k.insert(new_k.end(), ks.back().end() - s.n_q * row, ks.back().end());
@@ -127,7 +137,8 @@ TEST_P(PagedAttentionTest, SingleDecodeTokenEqualsContiguousReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
                          ::testing::Values(Params{1, 2, 2, 8}, Params{3, 6, 2, 16},
                                            Params{16, 9, 3, 64}, Params{16, 8, 1, 32},
-                                           Params{5, 4, 4, 128}));
+                                           Params{5, 4, 4, 128}, Params{16, 9, 3, 64, DType::kF16},
+                                           Params{3, 6, 2, 12, DType::kF16}));
 
 }  // namespace
 }  // namespace kvserve::cpu
