@@ -28,16 +28,17 @@ int BenchFail(const absl::Status& st) {
 // How many requests of this shape a pool of `fit_memory` admits at once: submits `count`
 // of them to a Scheduler (admission happens at Submit) and reads how many run.
 int BenchAdmission(const Model& model, Backend& backend, const std::vector<int32_t>& prompt, int64_t n_new,
-                   int64_t chunk, const CompressionSettings& kv, const std::string& fit_memory, int64_t count) {
+                   int64_t chunk, const CompressionSettings& kv, DType kv_dtype, const std::string& fit_memory,
+                   int64_t count) {
   const ModelConfig& c = model.config;
   auto available = AvailableMemoryBytes();
   auto bytes = ParseKvMemory(fit_memory, available.ok() ? *available : 0);
   if (!bytes.ok()) return BenchFail(bytes.status());
-  auto pages = PagesForBytes(*bytes, {0, 16, c.n_kv_heads, c.head_dim});
+  auto pages = PagesForBytes(*bytes, {0, 16, c.n_kv_heads, c.head_dim, kv_dtype});
   if (!pages.ok()) return BenchFail(pages.status());
   auto tokenizer = Tokenizer::Create(model.tokenizer);
   if (!tokenizer.ok()) return BenchFail(tokenizer.status());
-  PagePool pool({*pages, 16, c.n_kv_heads, c.head_dim});
+  PagePool pool({*pages, 16, c.n_kv_heads, c.head_dim, kv_dtype});
   SchedulerConfig config;
   config.prefill_chunk = chunk;
   config.max_waiting = count;
@@ -110,7 +111,7 @@ int RunBench(int argc, char** argv) {
   if (auto fit = args->Get("fit-memory")) {
     auto count = args->GetInt("fit-count", 16);
     if (!count.ok()) return BenchFail(count.status());
-    return BenchAdmission(*model, *backend, prompts[0], *n_new, *chunk, *kv, *fit, *count);
+    return BenchAdmission(*model, *backend, prompts[0], *n_new, *chunk, *kv, *kv_dtype, *fit, *count);
   }
 
   // Prefill: each sequence's prompt in chunks (one sequence per step); decode: one token for
@@ -177,7 +178,7 @@ int RunBench(int argc, char** argv) {
     best_decode = std::min(best_decode, std::chrono::duration<double>(t2 - t1).count());
     for (auto& s : seqs) s.Release(pool);
   }
-  const int64_t page_bytes = PagePool::PageBytes({0, 16, c.n_kv_heads, c.head_dim});
+  const int64_t page_bytes = PagePool::PageBytes({0, 16, c.n_kv_heads, c.head_dim, *kv_dtype});
   std::printf("{\"engine\":\"kvserve\",\"batch\":%lld,\"prompt_tokens\":%lld,\"new_tokens\":%lld,"
               "\"prefill_chunk\":%lld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,"
               "\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"kv_budget\":%g,\"peak_kv_pages\":%lld,"
