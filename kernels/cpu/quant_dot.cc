@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -98,21 +99,32 @@ float DotQ8_0Q8_0Avx2(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
   return HorizontalSum(acc);
 }
 
-// Two Q4_1 rows against one Q8_1 activation row.
+// The fp16 pair at p (a Q4_1 block's d, m or a Q8_1 block's d, s) as fp32 lanes 0 and 1.
+inline __m128 LoadHalfPair(const void* p) {
+  uint32_t bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(bits)));
+}
+
+// Two Q4_1 rows against one Q8_1 activation row. Each block's (d, m) pair is widened in one
+// conversion and multiplied by the activation's (d, s) in one: lane 0 is the scale of the
+// block's dot, lane 1 its minimum term, which accumulates in a vector (no scalar chain).
 void DotQ4_1Q8_1TwoRowsAvx2(const BlockQ4_1* w0, const BlockQ4_1* w1, const BlockQ8_1* a,
                             int64_t nb, float* out0, float* out1) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float mins0 = 0.0f, mins1 = 0.0f;
+  __m128 mins0 = _mm_setzero_ps(), mins1 = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
-    const float da = HalfToFloat(a[b].d), sa = HalfToFloat(a[b].s);
-    acc0 = _mm256_fmadd_ps(DotU8S8(UnpackNibbles(w0[b].qs), q8), _mm256_set1_ps(HalfToFloat(w0[b].d) * da), acc0);
-    acc1 = _mm256_fmadd_ps(DotU8S8(UnpackNibbles(w1[b].qs), q8), _mm256_set1_ps(HalfToFloat(w1[b].d) * da), acc1);
-    mins0 += HalfToFloat(w0[b].m) * sa;
-    mins1 += HalfToFloat(w1[b].m) * sa;
+    const __m128 ds = LoadHalfPair(&a[b].d);
+    const __m128 p0 = _mm_mul_ps(LoadHalfPair(&w0[b].d), ds);
+    const __m128 p1 = _mm_mul_ps(LoadHalfPair(&w1[b].d), ds);
+    acc0 = _mm256_fmadd_ps(DotU8S8(UnpackNibbles(w0[b].qs), q8), _mm256_broadcastss_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(DotU8S8(UnpackNibbles(w1[b].qs), q8), _mm256_broadcastss_ps(p1), acc1);
+    mins0 = _mm_add_ps(mins0, p0);
+    mins1 = _mm_add_ps(mins1, p1);
   }
-  *out0 = HorizontalSum(acc0) + mins0;
-  *out1 = HorizontalSum(acc1) + mins1;
+  *out0 = HorizontalSum(acc0) + _mm_cvtss_f32(_mm_shuffle_ps(mins0, mins0, 1));
+  *out1 = HorizontalSum(acc1) + _mm_cvtss_f32(_mm_shuffle_ps(mins1, mins1, 1));
 }
 
 }  // namespace
