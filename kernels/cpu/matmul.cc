@@ -53,18 +53,9 @@ void QuantDotTasks(const WeightView* ws, float* const* ys, int64_t count, const 
   }
 }
 
-// Each OpenMP thread dequantizes a tile of weight rows and runs a single-threaded sgemm on
-// it. OpenBLAS's own thread pool stays at one thread: two spinning pools on the same cores
-// (OpenMP for our loops, pthreads inside OpenBLAS) made prefill 7x slower here.
+// Each OpenMP thread dequantizes a tile of weight rows and runs a single-threaded sgemm on it
+// (see UseSingleThreadedBlas).
 constexpr int64_t kTileRows = 64;
-
-void UseSingleThreadedBlas() {
-  static const bool once = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
-}
 
 void MatMulDequantBlas(const WeightView& w, const float* x, float* y, int64_t n) {
   UseSingleThreadedBlas();
@@ -91,6 +82,14 @@ void MatMulDequantBlas(const WeightView& w, const float* x, float* y, int64_t n)
 }
 
 }  // namespace
+
+void UseSingleThreadedBlas() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
 
 void MatMul(const WeightView& w, const float* x, float* y, int64_t n) { MatMulShared(&w, &y, 1, x, n); }
 

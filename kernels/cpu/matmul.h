@@ -12,6 +12,10 @@ namespace kvserve::cpu {
 // keeps prefill logits within ~0.01 of an fp64 reference (8-bit activations move them ~0.2).
 constexpr int64_t kQuantDotMaxTokens = 8;
 
+// OpenBLAS's own thread pool stays at one thread: our OpenMP threads each call sgemm on their
+// own tile (two spinning pools on the same cores made prefill 7x slower). Call before sgemm.
+void UseSingleThreadedBlas();
+
 // y[n, w.rows] = x[n, w.cols] * w^T.
 void MatMul(const WeightView& w, const float* x, float* y, int64_t n);
 

@@ -3,6 +3,7 @@
 // read once for the tile's rows and all query heads of the group, in blocks with an online
 // softmax (FlashAttention's order). Long key ranges with few tokens (decode) are split so
 // every thread has work; a second loop merges the splits' states, as flash-decoding does.
+#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "kernels/cpu/attention_dots.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/kv_rows.h"
 
 namespace kvserve::cpu {
@@ -64,27 +66,64 @@ struct RowState {
 // the state is updated and the values accumulated.
 constexpr int64_t kKeyBlock = 128;
 
+// Rows of K or V of KV head g for keys [b0, b1), widened to fp32, into buf [b1 - b0, hd].
+void GatherKeys(const PagedKv& kv, const int32_t* pages, const void* base, int64_t g, int64_t b0, int64_t b1,
+                float* buf) {
+  ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
+    for (int64_t i = 0; i < run; ++i) ReadKvRow(kv, base, (slot + i) * kv.n_kv_heads + g, buf + (at + i) * kv.head_dim);
+  });
+}
+
+// A tile with at least this many rows (query tokens x heads of the group) computes its logits
+// and outputs with sgemm on keys and values gathered per block; fewer rows (decode) read the
+// pages in place with the AVX2 loops, where a gather would cost more than it saves.
+constexpr int64_t kGemmRows = 16;
+
 void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const float* q, int64_t n_heads,
-                int64_t group, float scale, std::vector<float>& logits, RowState st) {
+                int64_t group, float scale, std::vector<float>& logits, std::vector<float>& scratch, RowState st) {
   const int64_t hd = kv.head_dim;
   const int64_t n_kv = kv.n_kv_heads;
   const int64_t kv_row = n_kv * hd;
   const int64_t rows = task.n_tokens * group;
+  const bool gemm = rows >= kGemmRows;
   std::fill(st.m, st.m + rows, kNegInf);
   std::fill(st.l, st.l + rows, 0.0f);
   std::fill(st.acc, st.acc + rows * hd, 0.0f);
   logits.resize(static_cast<size_t>(rows * kKeyBlock));
+  float *q_tile = nullptr, *block = nullptr;
+  if (gemm) {
+    // The tile's query rows contiguous [rows, hd] (a token's group heads already are), and a
+    // [kKeyBlock, hd] buffer for the block's keys, then its values.
+    scratch.resize(static_cast<size_t>((rows + kKeyBlock) * hd));
+    q_tile = scratch.data();
+    block = q_tile + rows * hd;
+    for (int64_t i = 0; i < task.n_tokens; ++i) {
+      std::copy_n(q + ((task.token + i) * n_heads + task.g * group) * hd, group * hd, q_tile + i * group * hd);
+    }
+  }
   for (int64_t b0 = task.begin; b0 < task.end; b0 += kKeyBlock) {
     const int64_t b1 = std::min<int64_t>(task.end, b0 + kKeyBlock);
     const int64_t n = b1 - b0;
-    ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
-      const void* k = static_cast<const uint8_t*>(kv.k) + (slot * kv_row + task.g * hd) * kv.ElementBytes();
-      const float* lw = kv.log_w + slot * n_kv + task.g;
-      for (int64_t i = 0; i < task.n_tokens; ++i) {
-        ScoreKeys(q + ((task.token + i) * n_heads + task.g * group) * hd, group, k, kv.dtype, kv_row, run, hd, scale,
-                  lw, n_kv, logits.data() + i * group * kKeyBlock + at, kKeyBlock);
-      }
-    });
+    if (gemm) {
+      GatherKeys(kv, pages, kv.k, task.g, b0, b1, block);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, hd, scale, q_tile, hd, block, hd, 0.0f,
+                  logits.data(), kKeyBlock);
+      ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
+        const float* lw = kv.log_w + slot * n_kv + task.g;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < run; ++j) logits[r * kKeyBlock + at + j] += lw[j * n_kv];
+        }
+      });
+    } else {
+      ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
+        const void* k = static_cast<const uint8_t*>(kv.k) + (slot * kv_row + task.g * hd) * kv.ElementBytes();
+        const float* lw = kv.log_w + slot * n_kv + task.g;
+        for (int64_t i = 0; i < task.n_tokens; ++i) {
+          ScoreKeys(q + ((task.token + i) * n_heads + task.g * group) * hd, group, k, kv.dtype, kv_row, run, hd,
+                    scale, lw, n_kv, logits.data() + i * group * kKeyBlock + at, kKeyBlock);
+        }
+      });
+    }
     for (int64_t i = 0; i < task.n_tokens; ++i) {
       const int64_t seen = task.visible0 + i - b0;  // keys of this block query row i may see
       for (int64_t h = 0; h < group; ++h) {
@@ -108,10 +147,16 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
         st.m[r] = mx;
       }
     }
-    ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
-      const void* v = static_cast<const uint8_t*>(kv.v) + (slot * kv_row + task.g * hd) * kv.ElementBytes();
-      AccumulateValues(logits.data() + at, kKeyBlock, rows, v, kv.dtype, kv_row, run, hd, st.acc);
-    });
+    if (gemm) {
+      GatherKeys(kv, pages, kv.v, task.g, b0, b1, block);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, n, 1.0f, logits.data(), kKeyBlock, block, hd,
+                  1.0f, st.acc, hd);
+    } else {
+      ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
+        const void* v = static_cast<const uint8_t*>(kv.v) + (slot * kv_row + task.g * hd) * kv.ElementBytes();
+        AccumulateValues(logits.data() + at, kKeyBlock, rows, v, kv.dtype, kv_row, run, hd, st.acc);
+      });
+    }
   }
 }
 
@@ -161,6 +206,7 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
   const int64_t group = shape.n_heads / n_kv;
   const int64_t n_tokens = batch.q_indptr[batch.n_seqs];
   if (n_tokens == 0) return;
+  UseSingleThreadedBlas();
 
   // A unit is a tile of up to kTileTokens consecutive query rows of one sequence and one KV
   // head: its keys are read once for all of them (prefill attention would otherwise stream
@@ -209,7 +255,7 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
   std::vector<float> m(static_cast<size_t>(state_row[n_tasks])), l(m.size()), acc(m.size() * hd);
 #pragma omp parallel
   {
-    std::vector<float> logits, own_m, own_l, own_acc;
+    std::vector<float> logits, scratch, own_m, own_l, own_acc;
     // Later tiles of a sequence see more keys: the largest tasks go first.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t j = 0; j < n_tasks; ++j) {
@@ -219,14 +265,14 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
       const int64_t rows = task.n_tokens * group;
       if (split) {
         const int64_t r0 = state_row[i];
-        AttendTask(kv, pages, task, q, shape.n_heads, group, shape.scale, logits,
+        AttendTask(kv, pages, task, q, shape.n_heads, group, shape.scale, logits, scratch,
                    {m.data() + r0, l.data() + r0, acc.data() + r0 * hd});
         continue;
       }
       own_m.resize(static_cast<size_t>(rows));
       own_l.resize(own_m.size());
       own_acc.resize(own_m.size() * hd);
-      AttendTask(kv, pages, task, q, shape.n_heads, group, shape.scale, logits,
+      AttendTask(kv, pages, task, q, shape.n_heads, group, shape.scale, logits, scratch,
                  {own_m.data(), own_l.data(), own_acc.data()});
       for (int64_t r = 0; r < rows; ++r) {
         const float inv = own_m[r] == kNegInf ? 0.0f : 1.0f / own_l[r];

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "engine/kv/page_pool.h"
 #include "kernels/cpu/half.h"
@@ -33,6 +34,23 @@ TEST(KvRowsTest, Fp16RowsRoundToNearestAndReadBackWidened) {
   EXPECT_EQ(back[6], Fp16ToFp32(Fp32ToFp16(3.14159f)));
   ReadKvRow(kv, kv.v, 7, back.data());
   EXPECT_EQ(back[0], 2.0f);
+}
+
+TEST(KvRowsTest, VectorAndScalarConversionsRoundAlike) {
+  // head_dim 11: eight elements go through F16C, three through the scalar code of half.h.
+  PagePool pool({4, 4, 1, 11, DType::kF16});
+  const PagedKv kv = pool.view();
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> exponent(-30.0f, 17.0f), sign(-1.0f, 1.0f);
+  std::vector<float> row(11), back(11);
+  for (int trial = 0; trial < 2000; ++trial) {
+    for (float& x : row) x = std::copysign(std::exp2(exponent(rng)), sign(rng));  // subnormal to overflow
+    WriteKvRow(kv, kv.k, trial % 16, row.data());
+    ReadKvRow(kv, kv.k, trial % 16, back.data());
+    for (size_t i = 0; i < row.size(); ++i) {
+      ASSERT_EQ(back[i], Fp16ToFp32(Fp32ToFp16(row[i]))) << "x " << row[i] << " at " << i;
+    }
+  }
 }
 
 TEST(KvRowsTest, Fp16PagesTakeHalfTheKeyValueBytes) {
