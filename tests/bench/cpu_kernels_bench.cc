@@ -1,0 +1,95 @@
+// Microbenchmarks of the CPU kernels that dominate a forward step: paged attention (decode and
+// prefill, f32 and f16 pages, SmolLM2's 9 query / 3 KV heads of 64) and the quantized dots.
+// End-to-end throughput against llama.cpp is scripts/bench_vs_llama_cpp.py; this isolates the
+// kernels behind it (docs/PERF.md).
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/quant_dot.h"
+#include "kernels/kv_rows.h"
+#include "tests/kernels/cpu/random_blocks.h"
+
+namespace kvserve {
+namespace {
+
+constexpr int64_t kPage = 16, kKvHeads = 3, kHeads = 9, kHeadDim = 64;
+
+// One sequence with `keys` cached entries (pages in scattered order) and `rows` new query rows.
+struct AttentionCase {
+  AttentionCase(int64_t keys, int64_t rows, DType dtype) : n_q(rows) {
+    const int64_t pages = (keys + kPage - 1) / kPage, elem = dtype == DType::kF16 ? 2 : 4;
+    k.resize(static_cast<size_t>(pages * kPage * kKvHeads * kHeadDim * elem));
+    v.resize(k.size());
+    log_w.assign(static_cast<size_t>(pages * kPage * kKvHeads), 0.0f);
+    kv = {k.data(), v.data(), log_w.data(), kPage, kKvHeads, kHeadDim, dtype};
+    const int64_t n_rows = pages * kPage * kKvHeads;
+    const auto keys_in = testing::RandomFloats(static_cast<size_t>(n_rows * kHeadDim), 1);
+    const auto values_in = testing::RandomFloats(static_cast<size_t>(n_rows * kHeadDim), 3);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      WriteKvRow(kv, kv.k, r, keys_in.data() + r * kHeadDim);
+      WriteKvRow(kv, kv.v, r, values_in.data() + r * kHeadDim);
+    }
+    for (int64_t p = 0; p < pages; ++p) page_indices.push_back(static_cast<int32_t>((p * 7) % pages));
+    q_indptr = {0, static_cast<int32_t>(rows)};
+    page_indptr = {0, static_cast<int32_t>(pages)};
+    kv_len = {static_cast<int32_t>(keys)};
+    q = testing::RandomFloats(static_cast<size_t>(rows * kHeads * kHeadDim), 2);
+    out.resize(q.size());
+  }
+  void Run() {
+    const AttentionBatch batch{1, q_indptr.data(), page_indptr.data(), page_indices.data(), kv_len.data()};
+    cpu::PagedAttention(kv, batch, {kHeads, 0.125f}, q.data(), out.data());
+  }
+
+  int64_t n_q;
+  std::vector<uint8_t> k, v;
+  std::vector<float> log_w, q, out;
+  std::vector<int32_t> q_indptr, page_indptr, page_indices, kv_len;
+  PagedKv kv;
+};
+
+// Args: cached keys, query rows, 1 for f16 pages.
+void BM_PagedAttention(benchmark::State& state) {
+  AttentionCase c(state.range(0), state.range(1), state.range(2) ? DType::kF16 : DType::kF32);
+  for (auto _ : state) {
+    c.Run();
+    benchmark::DoNotOptimize(c.out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(1));  // query rows
+}
+BENCHMARK(BM_PagedAttention)
+    ->ArgNames({"keys", "rows", "f16"})
+    ->Args({640, 1, 0})->Args({640, 1, 1})->Args({8192, 1, 0})->Args({8192, 1, 1})
+    ->Args({512, 512, 0})->Args({4096, 512, 0})->Args({4096, 512, 1})
+    ->Unit(benchmark::kMicrosecond);
+
+// Args: weight rows (576 columns, SmolLM2's hidden size); one activation row, as in decode.
+void QuantDot(benchmark::State& state, DType w_type) {
+  const int64_t rows = state.range(0), cols = 576;
+  const auto w = testing::RandomQuantRows(w_type, rows, cols, 1);
+  const auto x = testing::RandomFloats(static_cast<size_t>(cols), 2);
+  const DType act_type = cpu::ActivationTypeFor(w_type);
+  std::vector<uint8_t> act(static_cast<size_t>(RowBytes(act_type, cols)));
+  if (act_type == DType::kQ8_1) {
+    cpu::QuantizeRowQ8_1(x.data(), act.data(), cols);
+  } else {
+    cpu::QuantizeRowQ8_0(x.data(), act.data(), cols);
+  }
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    cpu::QuantDotRows(w_type, w.data(), RowBytes(w_type, cols), rows, act.data(), cols, y.data(), 1);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+}
+void BM_Q4_1Dot(benchmark::State& state) { QuantDot(state, DType::kQ4_1); }
+void BM_Q8_0Dot(benchmark::State& state) { QuantDot(state, DType::kQ8_0); }
+BENCHMARK(BM_Q4_1Dot)->Arg(576)->Arg(24576)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q8_0Dot)->Arg(576)->Arg(24576)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace kvserve
+
+BENCHMARK_MAIN();
