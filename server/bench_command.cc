@@ -28,17 +28,18 @@ int BenchFail(const absl::Status& st) {
 // How many requests of this shape a pool of `fit_memory` admits at once: submits `count`
 // of them to a Scheduler (admission happens at Submit) and reads how many run.
 int BenchAdmission(const Model& model, Backend& backend, const std::vector<int32_t>& prompt, int64_t n_new,
-                   int64_t chunk, const CompressionSettings& kv, DType kv_dtype, const std::string& fit_memory,
-                   int64_t count) {
-  const ModelConfig& c = model.config;
+                   int64_t chunk, const CompressionSettings& kv, const PagePoolShape& page_shape,
+                   const std::string& fit_memory, int64_t count) {
   auto available = AvailableMemoryBytes();
   auto bytes = ParseKvMemory(fit_memory, available.ok() ? *available : 0);
   if (!bytes.ok()) return BenchFail(bytes.status());
-  auto pages = PagesForBytes(*bytes, {0, 16, c.n_kv_heads, c.head_dim, kv_dtype});
+  auto pages = PagesForBytes(*bytes, page_shape);
   if (!pages.ok()) return BenchFail(pages.status());
   auto tokenizer = Tokenizer::Create(model.tokenizer);
   if (!tokenizer.ok()) return BenchFail(tokenizer.status());
-  PagePool pool({*pages, 16, c.n_kv_heads, c.head_dim, kv_dtype});
+  PagePoolShape shape = page_shape;
+  shape.num_pages = *pages;
+  PagePool pool(shape);
   SchedulerConfig config;
   config.prefill_chunk = chunk;
   config.max_waiting = count;
@@ -67,7 +68,7 @@ int BenchAdmission(const Model& model, Backend& backend, const std::vector<int32
 
 int RunBench(int argc, char** argv) {
   std::vector<std::string> flags = {"model", "prompt-tokens", "new-tokens", "repeats", "prefill-chunk", "batch",
-                                    "fit-memory", "fit-count", "device"};
+                                    "fit-memory", "fit-count", "device", "page-size"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
   auto args = CliArgs::Parse(argc, argv, flags, {});
   if (!args.ok()) return BenchFail(args.status());
@@ -75,8 +76,8 @@ int RunBench(int argc, char** argv) {
   if (!spec) return BenchFail(absl::InvalidArgumentError("--model is required"));
   auto n_prompt = args->GetInt("prompt-tokens", 512), n_new = args->GetInt("new-tokens", 128),
        repeats = args->GetInt("repeats", 3), chunk = args->GetInt("prefill-chunk", 512),
-       batch = args->GetInt("batch", 1);
-  for (const auto* v : {&n_prompt, &n_new, &repeats, &chunk, &batch}) {
+       batch = args->GetInt("batch", 1), page_size = args->GetInt("page-size", 16);
+  for (const auto* v : {&n_prompt, &n_new, &repeats, &chunk, &batch, &page_size}) {
     if (!v->ok()) return BenchFail(v->status());
     if (**v < 1) return BenchFail(absl::InvalidArgumentError("bench counts must be >= 1"));
   }
@@ -111,7 +112,8 @@ int RunBench(int argc, char** argv) {
   if (auto fit = args->Get("fit-memory")) {
     auto count = args->GetInt("fit-count", 16);
     if (!count.ok()) return BenchFail(count.status());
-    return BenchAdmission(*model, *backend, prompts[0], *n_new, *chunk, *kv, *kv_dtype, *fit, *count);
+    return BenchAdmission(*model, *backend, prompts[0], *n_new, *chunk, *kv, {0, *page_size, c.n_kv_heads, c.head_dim,
+                          *kv_dtype}, *fit, *count);
   }
 
   // Prefill: each sequence's prompt in chunks (one sequence per step); decode: one token for
@@ -123,7 +125,7 @@ int RunBench(int argc, char** argv) {
   int64_t peak_pages = 0;
   for (int64_t r = 0; r < *repeats; ++r) {
     std::vector<std::unique_ptr<SequenceCompressor>> comps(static_cast<size_t>(nb));
-    PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim, *kv_dtype};
+    PagePoolShape shape{0, *page_size, c.n_kv_heads, c.head_dim, *kv_dtype};
     for (int64_t b = 0; b < nb; ++b) {
       if (kv->active()) {
         auto made = SequenceCompressor::Create(*model, *kv, *n_prompt, *n_new, shape.page_size, *chunk);
@@ -178,7 +180,7 @@ int RunBench(int argc, char** argv) {
     best_decode = std::min(best_decode, std::chrono::duration<double>(t2 - t1).count());
     for (auto& s : seqs) s.Release(pool);
   }
-  const int64_t page_bytes = PagePool::PageBytes({0, 16, c.n_kv_heads, c.head_dim, *kv_dtype});
+  const int64_t page_bytes = PagePool::PageBytes({0, *page_size, c.n_kv_heads, c.head_dim, *kv_dtype});
   std::printf("{\"engine\":\"kvserve\",\"batch\":%lld,\"prompt_tokens\":%lld,\"new_tokens\":%lld,"
               "\"prefill_chunk\":%lld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,"
               "\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"kv_budget\":%g,\"peak_kv_pages\":%lld,"
