@@ -8,19 +8,15 @@
 #include "engine/model/model_loader.h"
 #include "engine/model/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/engine/tiny_model.h"
 
 namespace kvserve {
 
 class TinyGenerationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = MakeRandomModel("tiny", 5);
-    ASSERT_TRUE(m.ok());
-    model_ = std::make_unique<Model>(*std::move(m));
-    auto t = Tokenizer::Create(model_->tokenizer);
-    ASSERT_TRUE(t.ok());
-    tokenizer_ = std::make_unique<Tokenizer>(*std::move(t));
-    backend_ = MakeCpuBackend();
+    kvserve::testing::MakeTinyModel(5, &model_, &tokenizer_, &backend_);
+    if (HasFatalFailure()) return;
   }
 
   std::vector<int32_t> Prompt(int n) const {

@@ -3,8 +3,8 @@
 // leaks pages.
 #include "engine/eval/cache_evaluator.h"
 
-#include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
+#include "tests/engine/tiny_model.h"
 
 namespace kvserve {
 namespace {
@@ -12,13 +12,8 @@ namespace {
 class CacheEvaluatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = MakeRandomModel("tiny", 11);
-    ASSERT_TRUE(m.ok());
-    model_ = std::make_unique<Model>(*std::move(m));
-    auto t = Tokenizer::Create(model_->tokenizer);
-    ASSERT_TRUE(t.ok());
-    tokenizer_ = std::make_unique<Tokenizer>(*std::move(t));
-    backend_ = MakeCpuBackend();
+    kvserve::testing::MakeTinyModel(11, &model_, &tokenizer_, &backend_);
+    if (HasFatalFailure()) return;
     CacheEvaluatorOptions o;
     o.max_context = 300;
     o.max_extra = 24;

@@ -10,6 +10,7 @@
 #include "engine/scheduler/engine.h"
 #include "engine/scheduler/scheduler.h"
 #include "tests/engine/scheduler/scheduler_test_util.h"
+#include "tests/engine/tiny_model.h"
 
 namespace kvserve {
 namespace {
@@ -17,13 +18,8 @@ namespace {
 class SchedulerAdmissionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = MakeRandomModel("tiny", 3);
-    ASSERT_TRUE(m.ok());
-    model_ = std::make_unique<Model>(*std::move(m));
-    auto t = Tokenizer::Create(model_->tokenizer);
-    ASSERT_TRUE(t.ok());
-    tokenizer_ = std::make_unique<Tokenizer>(*std::move(t));
-    backend_ = MakeCpuBackend();
+    kvserve::testing::MakeTinyModel(3, &model_, &tokenizer_, &backend_);
+    if (HasFatalFailure()) return;
   }
 
   EngineRequest Request(int prompt_len, int max_new, std::shared_ptr<Collected> sink) {
