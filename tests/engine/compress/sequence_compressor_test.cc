@@ -78,30 +78,14 @@ TEST_F(SequenceCompressorTest, DecodeReselectionKeepsEveryLayerWithinQuotaPlusOn
     kv.policy = policy;
     kv.budget = 24;
     kv.window = 8;
-    auto made = SequenceCompressor::Create(*model_, kv, prompt_len, max_new, ps, 512);
-    ASSERT_TRUE(made.ok()) << made.status();
-    SequenceCompressor& comp = **made;
-    PagePool pool({comp.PeakPages(), ps, c.n_kv_heads, c.head_dim});
-    SequenceKv seq(c.n_layers);
-    LlamaForward fwd(*model_, *backend_, pool);
-    std::vector<int32_t> tokens = Prompt(static_cast<int>(prompt_len));
-    std::vector<float> logits;
-    int64_t pos = 0;
-    while (pos < prompt_len + max_new - 1) {
-      logits.clear();
-      const auto span = absl::MakeConstSpan(tokens).subspan(pos);
-      ForwardRequest req{span, pos, &seq, false, comp.window()};
-      ASSERT_TRUE(fwd.Step({&req, 1}, &logits).ok()) << policy << " at position " << pos;
-      pos += static_cast<int64_t>(span.size());
-      ASSERT_TRUE(comp.AfterStep(*backend_, pool, seq, true).ok());
+    const auto comp = DecodeCompressed(kv, prompt_len, max_new, ps,
+                                       [&](const SequenceCompressor& running, const SequenceKv& seq, int64_t pos) {
       for (int64_t l = 0; l < c.n_layers; ++l) {
-        ASSERT_LT(seq.layer_len[l], comp.quotas()[l] + ps) << policy << " layer " << l << " at position " << pos;
+        EXPECT_LT(seq.layer_len[l], running.quotas()[l] + ps) << policy << " layer " << l << " at position " << pos;
       }
-      tokens.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
-    }
-    EXPECT_GT(comp.stats().evicted_slots, (prompt_len + max_new - 24) * c.n_layers - ps * c.n_layers) << policy;
-    EXPECT_LE(pool.stats().pages_peak, comp.PeakPages()) << policy;
-    seq.Release(pool);
+    });
+    ASSERT_TRUE(comp);
+    EXPECT_GT(comp->stats().evicted_slots, (prompt_len + max_new - 24) * c.n_layers - ps * c.n_layers) << policy;
   }
 }
 
