@@ -30,13 +30,17 @@ inline int64_t SlotIndex(const PagedKv& kv, const int32_t* page_list, int64_t s)
 }
 
 // Calls fn(first_slot_index, offset_in_range, count) for the runs of slots [begin, end) that
-// are contiguous in one page, so the inner loops step through memory without a division.
+// are contiguous in memory, so the inner loops step through it without a division. A run
+// spans consecutive page ids (page p + 1 starts where page p ends), which is how the pool
+// hands out a prefill chunk's pages, so runs are usually far longer than one page.
 template <typename Fn>
 inline void ForEachPageRun(const PagedKv& kv, const int32_t* pages, int64_t begin, int64_t end, Fn&& fn) {
   for (int64_t s = begin; s < end;) {
-    const int64_t off = s % kv.page_size;
-    const int64_t n = std::min(kv.page_size - off, end - s);
-    fn(static_cast<int64_t>(pages[s / kv.page_size]) * kv.page_size + off, s - begin, n);
+    const int64_t page = s / kv.page_size, off = s % kv.page_size;
+    int64_t last = page;  // the run's last page
+    while ((last + 1) * kv.page_size < end && pages[last + 1] == pages[last] + 1) ++last;
+    const int64_t n = std::min((last + 1) * kv.page_size, end) - s;
+    fn(static_cast<int64_t>(pages[page]) * kv.page_size + off, s - begin, n);
     s += n;
   }
 }

@@ -55,14 +55,15 @@ struct Params {
 
 class PagedAttentionTest : public ::testing::TestWithParam<Params> {};
 
-void ExpectEqualsContiguousReference(const Params& params, const std::vector<Seq>& seqs) {
+// Pages in scattered order, or (in_order) consecutive ids, which the kernel walks as one run.
+void ExpectEqualsContiguousReference(const Params& params, const std::vector<Seq>& seqs, bool in_order = false) {
   const auto [page_size, n_heads, n_kv, hd, kv_dtype] = params;
   const int64_t row = n_kv * hd;
   int64_t total_pages = 0;
   for (const Seq& s : seqs) total_pages += (s.kv_len + page_size - 1) / page_size;
   std::vector<int32_t> perm(total_pages);
   std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(5));  // pages in scattered order
+  if (!in_order) std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
 
   const int64_t element = kv_dtype == DType::kF16 ? 2 : 4;
   std::vector<uint8_t> k_pool(total_pages * page_size * row * element), v_pool(k_pool.size());
@@ -132,6 +133,11 @@ TEST_P(PagedAttentionTest, SingleDecodeTokenEqualsContiguousReference) {
   ExpectEqualsContiguousReference(GetParam(), {{1, 2 * GetParam().page_size + 3}});
   ExpectEqualsContiguousReference(GetParam(), {{1, 1500}});
   ExpectEqualsContiguousReference(GetParam(), {{2, 700}});
+}
+
+TEST_P(PagedAttentionTest, ConsecutivePagesEqualContiguousReference) {
+  const int64_t ps = GetParam().page_size;
+  ExpectEqualsContiguousReference(GetParam(), {{1, 1500}, {3, 2 * ps + 1}, {40, 300}, {1, 7}}, /*in_order=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
