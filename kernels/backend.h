@@ -31,7 +31,7 @@ struct PagedKv {
   int64_t head_dim = 0;
   DType dtype = DType::kF32;
 
-  int64_t ElementBytes() const { return dtype == DType::kF16 ? 2 : 4; }
+  int64_t ElementBytes() const { return RowBytes(dtype, 1); }
 };
 
 // One forward step's sequences, in CSR form. Sequence s owns query rows

@@ -11,7 +11,7 @@ namespace kvserve {
 namespace {
 
 int64_t KvBytes(const PagePoolShape& s) {
-  return s.num_pages * s.page_size * s.n_kv_heads * s.head_dim * (s.kv_dtype == DType::kF16 ? 2 : 4);
+  return s.num_pages * s.page_size * s.n_kv_heads * RowBytes(s.kv_dtype, s.head_dim);
 }
 
 }  // namespace
@@ -64,8 +64,7 @@ PagePool::~PagePool() {
 }
 
 int64_t PagePool::PageBytes(const PagePoolShape& s) {
-  const int64_t element = s.kv_dtype == DType::kF16 ? 2 : 4;
-  return s.page_size * s.n_kv_heads * (2 * s.head_dim * element + static_cast<int64_t>(sizeof(float)));
+  return s.page_size * s.n_kv_heads * (2 * RowBytes(s.kv_dtype, s.head_dim) + static_cast<int64_t>(sizeof(float)));
 }
 
 void PagePool::Take(int64_t n, std::vector<int32_t>* out) {

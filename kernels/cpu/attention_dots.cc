@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/avx2_sum.h"
 #include "kernels/cpu/half.h"
 
 namespace kvserve::cpu {
@@ -49,13 +50,6 @@ float ExpShiftedSumPlain(float* x, int64_t n, float shift) {
 inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 Load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-inline float Sum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_hadd_ps(s, s);
-  s = _mm_hadd_ps(s, s);
-  return _mm_cvtss_f32(s);
-}
-
 // exp(x) = 2^k * exp(r), k = round(x / ln 2), r = x - k ln 2 in [-ln2/2, ln2/2] (ln 2 split in
 // two so r keeps its low bits), exp(r) by its degree-7 Taylor polynomial (error below 2^-26
 // on that interval), 2^k built in the exponent field. Below -87.3 the result flushes to 0.
@@ -91,7 +85,7 @@ float ExpShiftedSumAvx2(float* x, int64_t n, float shift) {
   }
   float sum = 0.0f;
   for (; i < n; ++i) sum += (x[i] = std::exp(x[i] - shift));
-  return Sum8(acc) + sum;
+  return HorizontalSum(acc) + sum;
 }
 
 
@@ -126,7 +120,7 @@ void ScoreKeysAvx2(const float* q, int64_t heads, const T* k, int64_t k_stride, 
     for (; i < n; ++i) {
       __m256 a = _mm256_setzero_ps();
       for (int64_t d = 0; d < hd; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), Load8(k + i * k_stride + d), a);
-      out[i] = Sum8(a) * scale + lw[i * lw_stride];
+      out[i] = HorizontalSum(a) * scale + lw[i * lw_stride];
     }
   }
 }

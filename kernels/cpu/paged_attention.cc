@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -164,20 +163,22 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
   }
 }
 
-// out[hd] = the merged, normalised output of one query row from its splits' states.
-void MergeSplits(const float* const* m, const float* const* l, const float* const* acc, int64_t n_splits,
-                 int64_t hd, float* out) {
+// out[hd] = the merged, normalised output of one query row from its splits' states: split c's
+// are m[c * stride], l[c * stride] and acc[c * stride * hd, + hd). One split just normalises.
+void MergeSplits(const float* m, const float* l, const float* acc, int64_t n_splits, int64_t stride, int64_t hd,
+                 float* out) {
   float mx = kNegInf;
-  for (int64_t c = 0; c < n_splits; ++c) mx = std::max(mx, *m[c]);
+  for (int64_t c = 0; c < n_splits; ++c) mx = std::max(mx, m[c * stride]);
   std::fill(out, out + hd, 0.0f);
   if (mx == kNegInf) return;  // no weighted entry at all: zeros, not NaN
   float total = 0.0f;
   for (int64_t c = 0; c < n_splits; ++c) {
-    if (*m[c] == kNegInf) continue;
-    const float f = std::exp(*m[c] - mx);
-    total += *l[c] * f;
+    if (m[c * stride] == kNegInf) continue;
+    const float f = std::exp(m[c * stride] - mx);
+    total += l[c * stride] * f;
+    const float* a = acc + c * stride * hd;
 #pragma omp simd
-    for (int64_t d = 0; d < hd; ++d) out[d] += f * acc[c][d];
+    for (int64_t d = 0; d < hd; ++d) out[d] += f * a[d];
   }
   const float inv = 1.0f / total;
   for (int64_t d = 0; d < hd; ++d) out[d] *= inv;
@@ -249,57 +250,32 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
   }
   unit_first.push_back(static_cast<int32_t>(tasks.size()));
   const int64_t n_tasks = static_cast<int64_t>(tasks.size());
-  const bool split = n_tasks > units;
 
-  // Split tasks leave their row states here for the merge; unsplit ones normalise into out.
+  // Every task leaves its rows' states here; a second loop merges each unit's splits (or
+  // normalises its one task) into out. The splits of a unit have the same rows, so split c of
+  // a unit starting at task f holds rows at state_row[f] + (c - f) * rows.
   std::vector<int64_t> state_row(static_cast<size_t>(n_tasks + 1), 0);
-  if (split) {
-    for (int64_t i = 0; i < n_tasks; ++i) state_row[i + 1] = state_row[i] + tasks[i].n_tokens * group;
-  }
+  for (int64_t i = 0; i < n_tasks; ++i) state_row[i + 1] = state_row[i] + tasks[i].n_tokens * group;
   std::vector<float> m(static_cast<size_t>(state_row[n_tasks])), l(m.size()), acc(m.size() * hd);
 #pragma omp parallel
   {
-    std::vector<float> logits, scratch, own_m, own_l, own_acc;
+    std::vector<float> logits, scratch;
     // Later tiles of a sequence see more keys: the largest tasks go first.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t j = 0; j < n_tasks; ++j) {
       const int64_t i = n_tasks - 1 - j;
       const Task& task = tasks[i];
-      const int32_t* pages = batch.page_indices + batch.page_indptr[task.seq];
-      const int64_t rows = task.n_tokens * group;
-      if (split) {
-        const int64_t r0 = state_row[i];
-        AttendTask(kv, pages, task, q, shape.n_heads, group, shape.scale, logits, scratch,
-                   {m.data() + r0, l.data() + r0, acc.data() + r0 * hd});
-        continue;
-      }
-      own_m.resize(static_cast<size_t>(rows));
-      own_l.resize(own_m.size());
-      own_acc.resize(own_m.size() * hd);
-      AttendTask(kv, pages, task, q, shape.n_heads, group, shape.scale, logits, scratch,
-                 {own_m.data(), own_l.data(), own_acc.data()});
-      for (int64_t r = 0; r < rows; ++r) {
-        const float inv = own_m[r] == kNegInf ? 0.0f : 1.0f / own_l[r];
-        float* o = out + ((task.token + r / group) * shape.n_heads + task.g * group + r % group) * hd;
-        for (int64_t d = 0; d < hd; ++d) o[d] = own_acc[r * hd + d] * inv;
-      }
+      const int64_t r0 = state_row[i];
+      AttendTask(kv, batch.page_indices + batch.page_indptr[task.seq], task, q, shape.n_heads, group, shape.scale,
+                 logits, scratch, {m.data() + r0, l.data() + r0, acc.data() + r0 * hd});
     }
-    if (split) {
-      std::vector<const float*> pm, pl, pacc;
 #pragma omp for schedule(static)
-      for (int64_t u = 0; u < units; ++u) {
-        const Task& first = tasks[unit_first[u]];
-        const int64_t n = unit_first[u + 1] - unit_first[u];
-        for (int64_t r = 0; r < first.n_tokens * group; ++r) {
-          pm.clear(), pl.clear(), pacc.clear();
-          for (int64_t c = unit_first[u]; c < unit_first[u + 1]; ++c) {
-            pm.push_back(&m[state_row[c] + r]);
-            pl.push_back(&l[state_row[c] + r]);
-            pacc.push_back(&acc[(state_row[c] + r) * hd]);
-          }
-          MergeSplits(pm.data(), pl.data(), pacc.data(), n,  hd,
-                      out + ((first.token + r / group) * shape.n_heads + first.g * group + r % group) * hd);
-        }
+    for (int64_t u = 0; u < units; ++u) {
+      const Task& first = tasks[unit_first[u]];
+      const int64_t rows = first.n_tokens * group, r0 = state_row[unit_first[u]];
+      for (int64_t r = 0; r < rows; ++r) {
+        MergeSplits(m.data() + r0 + r, l.data() + r0 + r, acc.data() + (r0 + r) * hd, unit_first[u + 1] - unit_first[u],
+                    rows, hd, out + ((first.token + r / group) * shape.n_heads + first.g * group + r % group) * hd);
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/avx2_sum.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -51,15 +52,6 @@ inline __m256 DotU8S8(__m256i u, __m256i s) {
   const __m256i p16 = _mm256_maddubs_epi16(u, s);
   const __m256i p32 = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
   return _mm256_cvtepi32_ps(p32);
-}
-
-inline float HorizontalSum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_hadd_ps(lo, lo);
-  lo = _mm_hadd_ps(lo, lo);
-  return _mm_cvtss_f32(lo);
 }
 
 float DotQ4_1Q8_1Avx2(const BlockQ4_1* w, const BlockQ8_1* a, int64_t nb) {

@@ -19,8 +19,8 @@ constexpr int64_t kPage = 16, kKvHeads = 3, kHeads = 9, kHeadDim = 64;
 // One sequence with `keys` cached entries (pages in scattered order) and `rows` new query rows.
 struct AttentionCase {
   AttentionCase(int64_t keys, int64_t rows, DType dtype) : n_q(rows) {
-    const int64_t pages = (keys + kPage - 1) / kPage, elem = dtype == DType::kF16 ? 2 : 4;
-    k.resize(static_cast<size_t>(pages * kPage * kKvHeads * kHeadDim * elem));
+    const int64_t pages = (keys + kPage - 1) / kPage;
+    k.resize(static_cast<size_t>(pages * kPage * kKvHeads * RowBytes(dtype, kHeadDim)));
     v.resize(k.size());
     log_w.assign(static_cast<size_t>(pages * kPage * kKvHeads), 0.0f);
     kv = {k.data(), v.data(), log_w.data(), kPage, kKvHeads, kHeadDim, dtype};

@@ -65,8 +65,7 @@ void ExpectEqualsContiguousReference(const Params& params, const std::vector<Seq
   std::iota(perm.begin(), perm.end(), 0);
   if (!in_order) std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
 
-  const int64_t element = kv_dtype == DType::kF16 ? 2 : 4;
-  std::vector<uint8_t> k_pool(total_pages * page_size * row * element), v_pool(k_pool.size());
+  std::vector<uint8_t> k_pool(total_pages * page_size * RowBytes(kv_dtype, row)), v_pool(k_pool.size());
   std::vector<float> lw_pool(total_pages * page_size * n_kv);
   PagedKv kv{k_pool.data(), v_pool.data(), lw_pool.data(), page_size, n_kv, hd, kv_dtype};
   std::vector<int32_t> q_indptr{0}, page_indptr{0}, page_indices, kv_len;
