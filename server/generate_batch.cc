@@ -50,7 +50,6 @@ int RunGenerateBatch(const CliArgs& args, const GenerationOptions& options, cons
     return Fail(absl::InvalidArgumentError(absl::StrCat("--page-size must be >= 1, got ", config.page_size)));
   }
   config.kv_dtype = options.kv_dtype;
-  if (absl::Status st = CheckKvDType(config.kv_dtype, backend); !st.ok()) return Fail(st);
   absl::StatusOr<int64_t> pages =
       PagesForBytes(*bytes, {0, config.page_size, model.config.n_kv_heads, model.config.head_dim, config.kv_dtype});
   if (!pages.ok()) return Fail(pages.status());

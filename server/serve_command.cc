@@ -102,7 +102,6 @@ absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<DType> kv_dtype = KvDTypeFromArgs(o.args);
   if (!kv_dtype.ok()) return kv_dtype.status();
-  if (absl::Status st = CheckKvDType(*kv_dtype, *e->backend); !st.ok()) return st;
   absl::StatusOr<int64_t> pages = PagesForBytes(*bytes, {0, o.page_size, c.n_kv_heads, c.head_dim, *kv_dtype});
   if (!pages.ok()) return pages.status();
   EngineConfig config;

@@ -5,6 +5,7 @@
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/kv_rows.h"
 
 namespace kvserve {
 
@@ -17,7 +18,7 @@ int64_t KvBytes(const PagePoolShape& s) {
 }  // namespace
 
 absl::Status CheckKvDType(DType dtype, const Backend& memory) {
-  if (dtype != DType::kF32 && dtype != DType::kF16) {
+  if (!IsKvDType(dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("--kv-dtype must be f32 or f16, got ", std::string(DTypeName(dtype))));
   }
   if (dtype == DType::kF16 && !memory.HostMemory()) {
