@@ -1,9 +1,11 @@
 // The GPU checks' fixture: a CUDA backend on device 0 (or a skip saying why there is none)
-// that moves vectors to and from device memory, freeing them after the test.
+// that moves vectors to and from device memory, freeing them after the test; and the relative
+// error every check compares against its bound.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,16 @@
 #include "kernels/cuda/cuda_device.h"
 
 namespace kvserve {
+
+// max |got - want| / max |want|: one number that reads the same for any output scale.
+inline double RelError(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 1e-30;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(got[i]) - want[i]));
+    den = std::max(den, std::fabs(static_cast<double>(want[i])));
+  }
+  return num / den;
+}
 
 // A CUDA backend on device 0, or a skip with the reason there is none.
 class CudaDeviceTest : public ::testing::Test {

@@ -34,16 +34,6 @@ namespace {
 
 using testing::RandomFloats;
 
-// max |got - want| / max |want|: one number that reads the same for any output scale.
-double RelError(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 1e-30;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(got[i]) - want[i]));
-    den = std::max(den, std::fabs(static_cast<double>(want[i])));
-  }
-  return num / den;
-}
-
 class CudaOps : public CudaDeviceTest {
  protected:
   void SetUp() override {

@@ -33,15 +33,6 @@ namespace {
 
 using testing::RandomFloats;
 
-double RelError(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 1e-30;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(got[i]) - want[i]));
-    den = std::max(den, std::fabs(static_cast<double>(want[i])));
-  }
-  return num / den;
-}
-
 // A layer of one sequence in shuffled pages of a pool with spare pages around it.
 struct Layer {
   int64_t len, ps, kvh, hd;

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
+#include "tests/engine/scheduler/scheduler_test_util.h"
 
 namespace kvserve {
 namespace {
@@ -23,29 +24,22 @@ namespace {
 constexpr int64_t kPage = 16, kChunk = 64;
 constexpr int32_t kNew = 24;
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  bool finished = false;
-  absl::Status status;
-  int64_t kv_tokens_kept = 0, kv_entries_evicted = 0;
-};
-
 struct Spec {
   std::vector<int32_t> prompt;
   std::string policy;  // "" = full cache
   std::string at;
 };
 
-std::vector<Outcome> RunScheduler(const Model& model, const Tokenizer& tok, Backend& backend,
+std::vector<Collected> RunScheduler(const Model& model, const Tokenizer& tok, Backend& backend,
                                   const std::vector<Spec>& specs) {
   PagePool pool({8192, kPage, model.config.n_kv_heads, model.config.head_dim}, &backend);
   SchedulerConfig config;
   config.prefill_chunk = kChunk;
   config.max_batch_tokens = 1024;
   Scheduler sched(model, tok, backend, pool, config);
-  std::vector<std::shared_ptr<Outcome>> got;
+  std::vector<std::shared_ptr<Collected>> got;
   for (const Spec& s : specs) {
-    auto out = std::make_shared<Outcome>();
+    auto out = std::make_shared<Collected>();
     got.push_back(out);
     EngineRequest r;
     r.prompt = s.prompt;
@@ -55,15 +49,7 @@ std::vector<Outcome> RunScheduler(const Model& model, const Tokenizer& tok, Back
     r.kv_budget = s.policy.empty() ? 0 : 48;
     r.kv_window = s.policy.empty() ? 0 : 16;
     r.kv_compress_at = s.at;
-    r.sink = [out](const StreamEvent& e) {
-      if (e.token >= 0) out->tokens.push_back(e.token);
-      if (e.finished) {
-        out->finished = true;
-        out->status = e.status;
-        out->kv_tokens_kept = e.kv_tokens_kept;
-        out->kv_entries_evicted = e.kv_entries_evicted;
-      }
-    };
+    r.sink = CollectInto(out);
     auto h = sched.Submit(std::move(r));
     EXPECT_TRUE(h.ok()) << h.status();
   }
@@ -73,7 +59,7 @@ std::vector<Outcome> RunScheduler(const Model& model, const Tokenizer& tok, Back
     EXPECT_TRUE(st.ok()) << st;
     if (!st.ok()) break;
   }
-  std::vector<Outcome> out;
+  std::vector<Collected> out;
   for (const auto& g : got) out.push_back(*g);
   return out;
 }
@@ -95,8 +81,8 @@ TEST(CudaScheduler, GreedyBatchMatchesCpuOnRandomTiny) {
   }
   auto cpu = MakeCpuBackend();
   auto gpu = MakeCudaBackend(0);
-  const std::vector<Outcome> want = RunScheduler(*model, *tok, *cpu, specs);
-  const std::vector<Outcome> got = RunScheduler(*model, *tok, *gpu, specs);
+  const std::vector<Collected> want = RunScheduler(*model, *tok, *cpu, specs);
+  const std::vector<Collected> got = RunScheduler(*model, *tok, *gpu, specs);
   int identical = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string what = "request " + std::to_string(i) + " (" +

@@ -17,19 +17,13 @@
 #include "engine/scheduler/engine.h"
 #include "engine/scheduler/scheduler.h"
 #include "gtest/gtest.h"
+#include "tests/engine/scheduler/scheduler_test_util.h"
 #include "tests/kernels/host_as_device_backend.h"
 
 namespace kvserve {
 namespace {
 
 // What one request's sink received, with the final event's KV usage.
-struct Outcome {
-  std::vector<int32_t> tokens;
-  bool finished = false;
-  absl::Status status;
-  int64_t kv_tokens_kept = 0, kv_entries_evicted = 0;
-};
-
 struct Spec {
   std::vector<int32_t> prompt;
   std::string policy;  // "" = the server default (full)
@@ -54,7 +48,7 @@ class SchedulerDeviceTest : public ::testing::Test {
     return p;
   }
 
-  EngineRequest Request(const Spec& s, std::shared_ptr<Outcome> out) const {
+  EngineRequest Request(const Spec& s, std::shared_ptr<Collected> out) const {
     EngineRequest r;
     r.prompt = s.prompt;
     r.max_new_tokens = kNewTokens;
@@ -63,21 +57,13 @@ class SchedulerDeviceTest : public ::testing::Test {
     r.kv_budget = s.policy.empty() ? 0 : 40;
     r.kv_window = s.policy.empty() ? 0 : 8;
     r.kv_compress_at = s.at;
-    r.sink = [out](const StreamEvent& e) {
-      if (e.token >= 0) out->tokens.push_back(e.token);
-      if (e.finished) {
-        out->finished = true;
-        out->status = e.status;
-        out->kv_tokens_kept = e.kv_tokens_kept;
-        out->kv_entries_evicted = e.kv_entries_evicted;
-      }
-    };
+    r.sink = CollectInto(out);
     return r;
   }
 
   // Runs the specs through a Scheduler whose pool is allocated through `backend` (device
   // memory for the host-as-device backend), submitting each at its arrival step.
-  std::vector<Outcome> Run(Backend& backend, const std::vector<Spec>& specs, int64_t* max_running = nullptr) {
+  std::vector<Collected> Run(Backend& backend, const std::vector<Spec>& specs, int64_t* max_running = nullptr) {
     const int64_t page = 8;
     PagePool pool({4096, page, model_->config.n_kv_heads, model_->config.head_dim}, &backend);
     EXPECT_EQ(pool.host_memory(), backend.HostMemory());
@@ -85,12 +71,12 @@ class SchedulerDeviceTest : public ::testing::Test {
     config.prefill_chunk = 32;
     config.max_batch_tokens = 256;
     Scheduler sched(*model_, *tokenizer_, backend, pool, config);
-    std::vector<std::shared_ptr<Outcome>> got(specs.size());
+    std::vector<std::shared_ptr<Collected>> got(specs.size());
     size_t submitted = 0;
     for (int step = 0; submitted < specs.size() || !sched.idle(); ++step) {
       for (size_t i = 0; i < specs.size(); ++i) {
         if (got[i] || specs[i].arrival_step > step) continue;
-        got[i] = std::make_shared<Outcome>();
+        got[i] = std::make_shared<Collected>();
         auto h = sched.Submit(Request(specs[i], got[i]));
         EXPECT_TRUE(h.ok()) << "request " << i << ": " << h.status();
         ++submitted;
@@ -104,8 +90,8 @@ class SchedulerDeviceTest : public ::testing::Test {
       }
     }
     EXPECT_EQ(pool.stats().pages_used, 0);
-    std::vector<Outcome> out;
-    for (const auto& g : got) out.push_back(g ? *g : Outcome{});
+    std::vector<Collected> out;
+    for (const auto& g : got) out.push_back(g ? *g : Collected{});
     return out;
   }
 
@@ -127,9 +113,9 @@ TEST_F(SchedulerDeviceTest, DevicePoolGivesTheCpuTokensForConcurrentMixedPolicie
   }
   auto cpu = MakeCpuBackend();
   HostAsDeviceBackend device;
-  const std::vector<Outcome> want = Run(*cpu, specs);
+  const std::vector<Collected> want = Run(*cpu, specs);
   int64_t max_running = 0;
-  const std::vector<Outcome> got = Run(device, specs, &max_running);
+  const std::vector<Collected> got = Run(device, specs, &max_running);
   EXPECT_GE(max_running, 32) << "the batch should reach 32 concurrent sequences";
   EXPECT_GT(device.compression_ops, 0) << "compression must take the device path";
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -154,7 +140,7 @@ TEST_F(SchedulerDeviceTest, PoliciesWithoutADeviceFormAreRefusedAtSubmitAndOther
   SchedulerConfig config;
   config.prefill_chunk = 32;
   Scheduler sched(*model_, *tokenizer_, device, pool, config);
-  auto running = std::make_shared<Outcome>();
+  auto running = std::make_shared<Collected>();
   ASSERT_TRUE(sched.Submit(Request({Prompt(100, 1), "snapkv", "chunk"}, running)).ok());
   ASSERT_TRUE(sched.StepAndDeliver().ok());  // the first request is mid-prefill
 
@@ -167,7 +153,7 @@ TEST_F(SchedulerDeviceTest, PoliciesWithoutADeviceFormAreRefusedAtSubmitAndOther
                                                {"mergereduce:random", 0, "mergereduce:random"},
                                                {"mergereduce:cluster", 0, "mergereduce:cluster"},
                                                {"snapkv", 0.2, "auto:0.2"}}) {
-    auto out = std::make_shared<Outcome>();
+    auto out = std::make_shared<Collected>();
     EngineRequest req = Request({Prompt(50, 2), r.policy, "prefill_end"}, out);
     if (r.auto_risk > 0) {
       req.kv_budget = 0;
@@ -191,7 +177,7 @@ TEST_F(SchedulerDeviceTest, PoliciesWithoutADeviceFormAreRefusedAtSubmitAndOther
   auto cpu = MakeCpuBackend();
   PagePool host({2048, 8, model_->config.n_kv_heads, model_->config.head_dim});
   Scheduler host_sched(*model_, *tokenizer_, *cpu, host, config);
-  EXPECT_TRUE(host_sched.Submit(Request({Prompt(50, 2), "streaming", "prefill_end"}, std::make_shared<Outcome>())).ok());
+  EXPECT_TRUE(host_sched.Submit(Request({Prompt(50, 2), "streaming", "prefill_end"}, std::make_shared<Collected>())).ok());
 }
 
 TEST_F(SchedulerDeviceTest, EngineAllocatesItsPoolOnTheBackendAndRefusesHostOnlyDefaults) {
@@ -215,7 +201,7 @@ TEST_F(SchedulerDeviceTest, EngineAllocatesItsPoolOnTheBackendAndRefusesHostOnly
   config.scheduler.kv_defaults.window = 8;
   auto engine = Engine::Start(*model_, *tokenizer_, device, config);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  auto out = std::make_shared<Outcome>();
+  auto out = std::make_shared<Collected>();
   std::mutex mu;
   std::condition_variable cv;
   EngineRequest req = Request({Prompt(90, 3), "", ""}, out);

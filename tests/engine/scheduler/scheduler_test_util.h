@@ -19,6 +19,7 @@ struct Collected {
   bool finished = false;
   FinishReason reason = FinishReason::kLength;
   absl::Status status;
+  int64_t kv_tokens_kept = 0, kv_entries_evicted = 0;  // from the final event
 };
 
 inline RequestSink CollectInto(std::shared_ptr<Collected> c) {
@@ -29,6 +30,8 @@ inline RequestSink CollectInto(std::shared_ptr<Collected> c) {
       c->finished = true;
       c->reason = e.finish_reason;
       c->status = e.status;
+      c->kv_tokens_kept = e.kv_tokens_kept;
+      c->kv_entries_evicted = e.kv_entries_evicted;
     }
   };
 }
