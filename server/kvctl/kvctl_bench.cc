@@ -1,6 +1,7 @@
-// `kvctl bench`: request overhead. N client threads send the same generate request
-// (default: "hello", 1 new token) back to back, unary or streaming; prints requests/s and
-// latency percentiles. The figures in docs/PERF.md come from here.
+// `kvctl bench`: N client threads send the same generate request (default: "hello", 1 new
+// token) back to back, unary or streaming; prints requests/s and latency percentiles, and
+// with --stream the time to the first streamed token. The request-overhead figures in
+// docs/PERF.md and the long-context load test (load-tests/) come from here.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kvserve/v1/generation.grpc.pb.h"
 #include "server/kvctl/kvctl_channel.h"
 #include "server/kvctl/kvctl_commands.h"
@@ -15,37 +17,60 @@
 namespace kvserve::kvctl {
 namespace {
 
-// One call; true when it succeeded.
-bool Call(v1::Generation::Stub& stub, const Connection& conn, const v1::GenerateRequest& req, bool stream) {
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point from, Clock::time_point to) { return std::chrono::duration<double>(to - from).count(); }
+
+struct CallResult {
+  bool ok = false;
+  double latency_s = 0;
+  double ttft_s = -1;  // streaming only: when the first token arrived
+};
+
+CallResult Call(v1::Generation::Stub& stub, const Connection& conn, const v1::GenerateRequest& req, bool stream) {
   std::unique_ptr<grpc::ClientContext> ctx = conn.NewContext();
+  CallResult r;
+  const Clock::time_point start = Clock::now();
   if (stream) {
     auto reader = stub.GenerateStream(ctx.get(), req);
     v1::GenerateStreamResponse msg;
     while (reader->Read(&msg)) {
+      if (r.ttft_s < 0 && msg.has_chunk() && msg.chunk().token_ids_size() > 0) r.ttft_s = Seconds(start, Clock::now());
     }
-    return reader->Finish().ok();
+    r.ok = reader->Finish().ok();
+  } else {
+    v1::GenerateResponse resp;
+    r.ok = stub.Generate(ctx.get(), req, &resp).ok();
   }
-  v1::GenerateResponse resp;
-  return stub.Generate(ctx.get(), req, &resp).ok();
+  r.latency_s = Seconds(start, Clock::now());
+  return r;
+}
+
+// The p-quantile (nearest rank) of sorted values, 0 when there are none.
+double Percentile(const std::vector<double>& sorted, double p) {
+  return sorted.empty() ? 0.0 : sorted[std::min(sorted.size() - 1, static_cast<size_t>(p * sorted.size()))];
 }
 
 }  // namespace
 
 int RunBench(int argc, char** argv) {
   std::vector<std::string> flags = GenerateFlags();
-  flags.insert(flags.end(), {"clients", "requests"});
+  flags.insert(flags.end(), {"clients", "requests", "warmup"});
   absl::StatusOr<CliArgs> args = ParseWithConnection(argc, argv, flags, GenerateBoolFlags());
   if (!args.ok()) return ReportError(args.status());
   if (args->Flag("help")) {
-    std::fprintf(stderr, "kvctl bench [--clients 16] [--requests 200] [--stream] [generate flags; default "
+    std::fprintf(stderr, "kvctl bench [--clients 16] [--requests 200] [--warmup 5] [--stream] [generate flags; default "
                          "--prompt hello --max-new-tokens 1]\n%s", kConnectionUsage);
     return 0;
   }
-  absl::StatusOr<int64_t> clients = args->GetInt("clients", 16), requests = args->GetInt("requests", 200);
-  if (!clients.ok()) return ReportError(clients.status());
-  if (!requests.ok()) return ReportError(requests.status());
-  if (*clients < 1 || *requests < 1) {
-    return ReportError(absl::InvalidArgumentError("--clients and --requests must be >= 1"));
+  absl::StatusOr<int64_t> clients = args->GetInt("clients", 16), requests = args->GetInt("requests", 200),
+                          warmup = args->GetInt("warmup", 5);
+  for (const auto* v : {&clients, &requests, &warmup}) {
+    if (!v->ok()) return ReportError(v->status());
+  }
+  if (*clients < 1 || *requests < 1 || *warmup < 0) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat("--clients (", *clients, ") and --requests (", *requests,
+                                                               ") must be >= 1, --warmup (", *warmup, ") >= 0")));
   }
   absl::StatusOr<v1::GenerateRequest> req = BuildGenerateRequest(*args);
   if (!req.ok()) return ReportError(req.status());
@@ -55,30 +80,36 @@ int RunBench(int argc, char** argv) {
   absl::StatusOr<Connection> conn = Connect(*args);
   if (!conn.ok()) return ReportError(conn.status());
   auto stub = v1::Generation::NewStub(conn->channel);
-  for (int i = 0; i < 5; ++i) Call(*stub, *conn, *req, stream);  // connect and warm up
+  for (int64_t i = 0; i < *warmup; ++i) Call(*stub, *conn, *req, stream);  // connect and warm up
 
   std::atomic<int64_t> next{0}, errors{0};
-  std::vector<std::vector<double>> latencies(*clients);
-  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<CallResult>> results(*clients);
+  const Clock::time_point t0 = Clock::now();
   std::vector<std::thread> threads;
   for (int64_t c = 0; c < *clients; ++c) {
     threads.emplace_back([&, c] {
       while (next.fetch_add(1) < *requests) {
-        const auto s = std::chrono::steady_clock::now();
-        if (!Call(*stub, *conn, *req, stream)) errors.fetch_add(1);
-        latencies[c].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
+        results[c].push_back(Call(*stub, *conn, *req, stream));
+        if (!results[c].back().ok) errors.fetch_add(1);
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<double> all;
-  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  std::sort(all.begin(), all.end());
-  auto pct = [&](double p) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, size_t(p * all.size()))]; };
-  std::printf("%s clients=%lld requests=%lld seconds=%.3f req/s=%.1f p50_ms=%.2f p99_ms=%.2f errors=%lld\n",
-              stream ? "stream" : "unary", static_cast<long long>(*clients), static_cast<long long>(*requests),
-              seconds, *requests / seconds, pct(0.5) * 1e3, pct(0.99) * 1e3, static_cast<long long>(errors.load()));
+  const double seconds = Seconds(t0, Clock::now());
+  std::vector<double> latency, ttft;
+  for (const auto& per_client : results) {
+    for (const CallResult& r : per_client) {
+      latency.push_back(r.latency_s);
+      if (r.ttft_s >= 0) ttft.push_back(r.ttft_s);
+    }
+  }
+  std::sort(latency.begin(), latency.end());
+  std::sort(ttft.begin(), ttft.end());
+  std::printf("%s clients=%lld requests=%lld seconds=%.3f req/s=%.1f p50_ms=%.2f p99_ms=%.2f", stream ? "stream" : "unary",
+              static_cast<long long>(*clients), static_cast<long long>(*requests), seconds, *requests / seconds,
+              Percentile(latency, 0.5) * 1e3, Percentile(latency, 0.99) * 1e3);
+  if (stream) std::printf(" ttft_p50_ms=%.2f ttft_p99_ms=%.2f", Percentile(ttft, 0.5) * 1e3, Percentile(ttft, 0.99) * 1e3);
+  std::printf(" errors=%lld\n", static_cast<long long>(errors.load()));
   return errors.load() == 0 ? 0 : 1;
 }
 

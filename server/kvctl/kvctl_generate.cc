@@ -1,6 +1,8 @@
 // `kvctl generate`: one or more prompts through Generate, or one through GenerateStream
 // (--stream), printing text as it arrives.
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -13,7 +15,7 @@
 namespace kvserve::kvctl {
 
 const char kGenerateUsage[] =
-    "kvctl generate (--prompt TEXT [--prompt TEXT]... | --token-ids '1 2 3') [--chat [--system TEXT]] [--stream]\n"
+    "kvctl generate ((--prompt TEXT | --prompt-file F)... | --token-ids '1 2 3') [--chat [--system TEXT]] [--stream]\n"
     "  [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
     "  [--presence-penalty P] [--frequency-penalty P] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
     "  [--ignore-eos] [--kv-policy full|streaming|snapkv|criticalkv|pyramid] [--kv-budget B|auto:RISK] [--kv-plan uniform|pyramid]\n"
@@ -22,7 +24,7 @@ const char kGenerateUsage[] =
 
 const std::vector<std::string>& GenerateFlags() {
   static const std::vector<std::string> f = {
-      "prompt", "token-ids", "system", "max-new-tokens", "temperature", "top-k", "top-p", "min-p",
+      "prompt", "prompt-file", "token-ids", "system", "max-new-tokens", "temperature", "top-k", "top-p", "min-p",
       "repetition-penalty", "presence-penalty", "frequency-penalty", "seed", "stop", "stop-token-id",
       "kv-policy", "kv-budget", "kv-plan", "compress-at", "request-id"};
   return f;
@@ -98,7 +100,16 @@ void PrintUsage(const v1::Completion& c) {
 absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
   v1::GenerateRequest r;
   r.set_request_id(a.Get("request-id").value_or(""));
-  for (const std::string& text : a.GetAll("prompt")) {
+  // --prompt-file: a whole file is one prompt (long prompts do not fit in one argv string,
+  // which Linux caps at 128 KiB).
+  std::vector<std::string> texts = a.GetAll("prompt");
+  for (const std::string& path : a.GetAll("prompt-file")) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("--prompt-file '", path, "' cannot be read"));
+    texts.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (texts.back().empty()) return absl::InvalidArgumentError(absl::StrCat("--prompt-file '", path, "' is empty"));
+  }
+  for (const std::string& text : texts) {
     v1::Prompt* p = r.add_prompts();
     if (a.Flag("chat")) {
       if (auto sys = a.Get("system")) {

@@ -1,6 +1,7 @@
 // End to end over loopback: concurrent streaming and unary calls give exactly what
 // `kvserve generate` prints for the same prompt and settings; tokenizer and info methods.
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -260,6 +261,38 @@ TEST(GrpcE2eTest, KvctlGeneratesAndReportsHealth) {
   EXPECT_EQ(RunCommand(BinaryPath("kvctl") + " health --addr " + server->address()), "SERVING\n");
   EXPECT_NE(RunCommand(BinaryPath("kvctl") + " info --addr " + server->address()).find("n_layers: 2"),
             std::string::npos);
+}
+
+// --prompt-file sends a file's text as one prompt (prompts too long for one argv string);
+// bench reports the time to the first streamed token; bad values are named.
+TEST(GrpcE2eTest, KvctlPromptFileAndStreamingBench) {
+  auto server = ServerProcess::Start();
+  ASSERT_NE(server, nullptr);
+  const std::string file = ::testing::TempDir() + "/kvctl_prompt.txt";
+  { std::ofstream(file) << "hello"; }
+  const std::string kvctl = BinaryPath("kvctl");
+  const std::string gen = " --max-new-tokens 24 --ignore-eos";
+  EXPECT_EQ(RunCommand(kvctl + " generate --addr " + server->address() + " --prompt-file " + file + gen),
+            CliOutput(kCases[0]) + "\n");
+
+  const std::string missing = RunCommand(kvctl + " generate --addr " + server->address() +
+                                         " --prompt-file /nonexistent/p.txt 2>&1; echo rc=$?");
+  EXPECT_NE(missing.find("--prompt-file '/nonexistent/p.txt' cannot be read"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("rc=1"), std::string::npos) << missing;
+
+  const std::string bench = RunCommand(kvctl + " bench --stream --clients 2 --requests 6 --warmup 0 --addr " +
+                                       server->address() + " --prompt-file " + file + " --max-new-tokens 4");
+  EXPECT_NE(bench.find("stream clients=2 requests=6"), std::string::npos) << bench;
+  EXPECT_NE(bench.find("errors=0"), std::string::npos) << bench;
+  const size_t at = bench.find("ttft_p50_ms=");
+  ASSERT_NE(at, std::string::npos) << bench;
+  const double ttft_ms = std::stod(bench.substr(at + 12));
+  const double p50_ms = std::stod(bench.substr(bench.find("p50_ms=") + 7));
+  EXPECT_GT(ttft_ms, 0.0) << bench;
+  EXPECT_LE(ttft_ms, p50_ms * 1.5) << "the first token cannot come after the median whole call: " << bench;
+
+  const std::string bad = RunCommand(kvctl + " bench --warmup -1 --addr " + server->address() + " 2>&1; echo rc=$?");
+  EXPECT_NE(bad.find("--warmup (-1)"), std::string::npos) << bad;
 }
 
 }  // namespace
