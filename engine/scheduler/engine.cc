@@ -36,18 +36,37 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, Backend& backend,
     : pool_({config.num_pages, config.page_size, model.config.n_kv_heads, model.config.head_dim, config.kv_dtype},
             &backend),
       scheduler_(model, tokenizer, backend, pool_, config.scheduler) {
+  PublishStats();
   thread_ = std::thread([this] { Loop(); });
+}
+
+std::unique_lock<std::mutex> Engine::LockFromOutside() const {
+  outside_waiting_.fetch_add(1);
+  std::unique_lock<std::mutex> lock(mu_);
+  outside_waiting_.fetch_sub(1);
+  return lock;
+}
+
+void Engine::UnlockFromOutside(std::unique_lock<std::mutex>& lock) const {
+  lock.unlock();
+  work_.notify_all();  // the loop may be holding back for this caller, or have new work
+}
+
+void Engine::PublishStats() {
+  const EngineStats s{scheduler_.num_running(), scheduler_.num_waiting(), pool_.stats()};
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_ = s;
 }
 
 Engine::~Engine() {
   std::vector<SinkDelivery> last;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock = LockFromOutside();
     stop_ = true;
     scheduler_.AbortAll();
     last = scheduler_.TakeDeliveries();
+    UnlockFromOutside(lock);
   }
-  work_.notify_all();
   thread_.join();
   Deliver(std::move(last));
 }
@@ -64,7 +83,8 @@ void Engine::Loop() {
     EngineStepStats step;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_.wait(lock, [&] { return stop_ || !scheduler_.idle(); });
+      // Callers waiting for the lock go first: each waits at most the step that held it.
+      work_.wait(lock, [&] { return stop_ || (!scheduler_.idle() && outside_waiting_.load() == 0); });
       if (stop_) return;
       const int64_t waiting_before = scheduler_.num_waiting();
       const int64_t running_before = scheduler_.num_running();
@@ -79,6 +99,7 @@ void Engine::Loop() {
       step.prefill = (awaiting - waiting_before) + admitted > 0;
       step.sequences = running_before + admitted;
       out = scheduler_.TakeDeliveries();
+      PublishStats();
     }
     Deliver(std::move(out));
     if (step_observer_) step_observer_(step);
@@ -95,13 +116,14 @@ absl::StatusOr<RequestHandle> Engine::Submit(EngineRequest request) {
   absl::StatusOr<RequestHandle> h;
   std::vector<SinkDelivery> out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock = LockFromOutside();
     awaiting_first_.fetch_add(1);
     h = scheduler_.Submit(std::move(request));
     if (!h.ok()) awaiting_first_.fetch_sub(1);  // a rejected request's sink is never called
     out = scheduler_.TakeDeliveries();
+    PublishStats();
+    UnlockFromOutside(lock);
   }
-  work_.notify_one();
   Deliver(std::move(out));
   return h;
 }
@@ -110,27 +132,28 @@ absl::Status Engine::Abort(RequestHandle handle) {
   absl::Status st;
   std::vector<SinkDelivery> out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock = LockFromOutside();
     st = scheduler_.Abort(handle);
     out = scheduler_.TakeDeliveries();
+    PublishStats();
+    UnlockFromOutside(lock);
   }
   Deliver(std::move(out));
   return st;
 }
 
-PagePoolStats Engine::pool_stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return pool_.stats();
-}
+PagePoolStats Engine::pool_stats() const { return stats().pool; }
 
 EngineStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return {scheduler_.num_running(), scheduler_.num_waiting(), pool_.stats()};
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
 }
 
 absl::Status Engine::CheckInvariants() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return scheduler_.CheckInvariants();
+  std::unique_lock<std::mutex> lock = LockFromOutside();
+  absl::Status st = scheduler_.CheckInvariants();
+  UnlockFromOutside(lock);
+  return st;
 }
 
 }  // namespace kvserve

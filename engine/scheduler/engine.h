@@ -50,10 +50,13 @@ class Engine {
   // Cancels what is left (sinks get CANCELLED) and joins the loop thread.
   ~Engine();
 
-  // See Scheduler::Submit. Waits at most one forward step for the engine lock.
+  // See Scheduler::Submit. Waits at most one forward step for the engine lock: the loop
+  // lets callers waiting for it in before its next step.
   absl::StatusOr<RequestHandle> Submit(EngineRequest request);
-  // See Scheduler::Abort: the pages are back in the pool when this returns.
+  // See Scheduler::Abort: the pages are back in the pool when this returns. Waits as Submit.
   absl::Status Abort(RequestHandle handle);
+  // As of the end of the last step, Submit or Abort; never waits for a step (metrics
+  // scrapes and health checks must answer while a long prefill chunk runs).
   PagePoolStats pool_stats() const;
   EngineStats stats() const;
   absl::Status CheckInvariants() const;
@@ -65,10 +68,19 @@ class Engine {
   Engine(const Model& model, const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config);
   void Loop();
   void Deliver(std::vector<SinkDelivery> deliveries);
+  // Takes mu_ from a thread other than the loop's. std::mutex is not fair: the loop, which
+  // unlocks and relocks between steps, would win it step after step, and a Submit could wait
+  // for a whole long prefill (seen: 20 s). outside_waiting_ makes the loop wait for them.
+  std::unique_lock<std::mutex> LockFromOutside() const;
+  void UnlockFromOutside(std::unique_lock<std::mutex>& lock) const;
+  void PublishStats();  // with mu_ held
 
   PagePool pool_;
   mutable std::mutex mu_;  // guards scheduler_ and stop_; held for a whole step
-  std::condition_variable work_;
+  mutable std::condition_variable work_;
+  mutable std::atomic<int> outside_waiting_{0};  // threads in LockFromOutside
+  mutable std::mutex stats_mu_;                  // guards stats_
+  EngineStats stats_;
   Scheduler scheduler_;
   bool stop_ = false;
   // Submitted requests that have not had their first event yet: waiting or prefilling.

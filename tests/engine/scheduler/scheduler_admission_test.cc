@@ -1,8 +1,10 @@
 // Admission and cancellation: requests that can never fit are rejected with the page
 // counts, a full waiting queue rejects, aborts free pages at once (also mid-prefill),
 // and the running requests are unaffected; the threaded Engine does the same.
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "engine/kv/kv_memory.h"
 #include "engine/model/model_loader.h"
@@ -148,6 +150,42 @@ TEST_F(SchedulerAdmissionTest, ThreadedEngineStreamsAndAborts) {
   EXPECT_TRUE((*engine)->CheckInvariants().ok());
   absl::StatusOr<std::unique_ptr<Engine>> bad = Engine::Start(*model_, *tokenizer_, *backend_, {0, 4, {}});
   EXPECT_NE(bad.status().message().find("got 0"), std::string::npos);
+}
+
+// While a long prompt prefills step after step, a Submit takes the engine lock at the next
+// step boundary at the latest (std::mutex alone let the loop win it again and again: 20 s
+// at 128K tokens), and stats() answers without waiting for a step.
+TEST_F(SchedulerAdmissionTest, SubmitWaitsAtMostOneStepWhileALongPrefillRuns) {
+  EngineConfig config;
+  config.num_pages = 4000;
+  config.page_size = 4;
+  config.scheduler.prefill_chunk = 16;
+  auto engine = Engine::Start(*model_, *tokenizer_, *backend_, config);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::atomic<int64_t> steps{0};
+  (*engine)->SetStepObserver([&](const EngineStepStats&) { steps.fetch_add(1); });
+  auto long_one = std::make_shared<Collected>();
+  ASSERT_TRUE((*engine)->Submit(Request(3000, 1, long_one)).ok());
+  while (steps.load() < 3) std::this_thread::yield();  // the prefill is under way
+
+  int64_t most_steps = 0;
+  std::vector<std::shared_ptr<Collected>> short_ones;
+  for (int i = 0; i < 20; ++i) {
+    const int64_t before = steps.load();
+    const EngineStats stats = (*engine)->stats();
+    EXPECT_GE(stats.running, 1);
+    short_ones.push_back(std::make_shared<Collected>());
+    ASSERT_TRUE((*engine)->Submit(Request(4, 2, short_ones.back())).ok());
+    most_steps = std::max(most_steps, steps.load() - before);
+  }
+  const bool long_still_prefilling = long_one->tokens.empty();
+  EXPECT_LE(most_steps, 2) << "a Submit waited for " << most_steps << " engine steps";
+  EXPECT_TRUE(long_still_prefilling) << "the prompt was too short to keep the engine busy";
+  for (int i = 0; i < 400 && !(long_one->finished && short_ones.back()->finished); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(long_one->finished);
+  for (const auto& c : short_ones) EXPECT_EQ(c->tokens.size(), 2u);
 }
 
 }  // namespace

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Long-context load test: one 128K-token prompt through `kvserve serve` while short requests
+keep arriving, the way a shared server sees it.
+
+What it runs, against one server it starts (SmolLM2 by default, --kv-dtype f16):
+  1. short requests alone (`kvctl bench --stream`): time to first token and latency;
+  2. a --tokens-long passkey haystack (`kvctl generate --prompt-file`, compressed per chunk
+     so its KV stays bounded) and, while its prefill runs, the same short requests again;
+  3. the same long prompt with the full cache and the server's --kv-memory too small for it:
+     it must be refused with RESOURCE_EXHAUSTED naming the pages, and the server keep serving.
+It prints one JSON line per phase and a summary, and exits non-zero when a request fails,
+the long request's KV peak is not bounded by its budget, or the server stops serving.
+
+SmolLM2 was trained on 8K tokens, so at 128K (run past it with --max-context) its answer
+means nothing; this test measures capacity, memory and latency under load, not retrieval
+(docs/QUALITY.md measures retrieval).
+
+Usage: load-tests/long_context.py [--build build] [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
+         [--tokens 131072] [--budget 2048] [--policy snapkv] [--short-clients 2] [--short-requests 8]
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+NEEDLE = "The pass key is 71432. Remember it. 71432 is the pass key. "
+QUESTION = "What is the pass key? The pass key is"
+SHORT_PROMPT = "Write one sentence about the sea."
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(cmd, timeout=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def count_tokens(kvctl, addr, text):
+    rc, out, err = run([kvctl, "tokenize", "--addr", addr, "--text", text])
+    if rc != 0:
+        sys.exit(f"kvctl tokenize failed: {err}")
+    return len(re.findall(r"-?\d+", out))
+
+
+def write_haystack(path, kvctl, addr, tokens):
+    """A passkey haystack of about `tokens` tokens, the needle at half depth."""
+    per_filler = count_tokens(kvctl, addr, FILLER.strip())
+    fixed = count_tokens(kvctl, addr, NEEDLE.strip()) + count_tokens(kvctl, addr, QUESTION)
+    reps = max(2, (tokens - fixed) // per_filler)
+    text = FILLER * (reps // 2) + NEEDLE + FILLER * (reps - reps // 2) + QUESTION
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def model_info(kvctl, addr):
+    rc, out, err = run([kvctl, "info", "--addr", addr])
+    if rc != 0:
+        sys.exit(f"kvctl info failed: {err}")
+    return {k: int(v) for k, v in re.findall(r"^(\w+): (\d+)$", out, re.M)}
+
+
+def metrics(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            try:
+                out[key] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def parse_usage(stderr):
+    m = re.search(r"finish=(\S+) prompt_tokens=(\d+) generated_tokens=(\d+) kv_tokens_kept=(\d+) "
+                  r"peak_kv_bytes=(\d+) queue=([\d.]+)s ttft=([\d.]+)s total=([\d.]+)s", stderr)
+    if not m:
+        return None
+    keys = ["finish", "prompt_tokens", "generated_tokens", "kv_tokens_kept", "peak_kv_bytes", "queue_s",
+            "ttft_s", "total_s"]
+    vals = [m.group(1)] + [int(m.group(i)) for i in range(2, 6)] + [float(m.group(i)) for i in range(6, 9)]
+    return dict(zip(keys, vals))
+
+
+def short_bench(kvctl, addr, clients, requests):
+    rc, out, err = run([kvctl, "bench", "--addr", addr, "--stream", "--clients", str(clients), "--requests",
+                        str(requests), "--warmup", "1", "--prompt", SHORT_PROMPT, "--max-new-tokens", "16",
+                        "--ignore-eos", "--deadline", "0"])
+    fields = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+    return rc, {k: float(v) for k, v in fields.items() if k.endswith("_ms") or k in ("req/s", "errors")}, err
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--tokens", type=int, default=131072)
+    ap.add_argument("--budget", type=int, default=2048, help="KV entries kept per layer (tokens)")
+    ap.add_argument("--policy", default="snapkv")
+    ap.add_argument("--kv-memory", default="1G")
+    ap.add_argument("--short-clients", type=int, default=2)
+    ap.add_argument("--short-requests", type=int, default=8)
+    a = ap.parse_args()
+    kvserve, kvctl = os.path.join(a.build, "kvserve"), os.path.join(a.build, "kvctl")
+    port, mport = free_port(), free_port()
+    addr = f"127.0.0.1:{port}"
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    server = subprocess.Popen([kvserve, "serve", "--model", a.model, "--port", str(port), "--metrics-port",
+                               str(mport), "--max-context", str(a.tokens + 512), "--kv-dtype", "f16",
+                               "--kv-memory", a.kv_memory], stdout=log, stderr=log)
+    failures = []
+    try:
+        for _ in range(600):
+            if run([kvctl, "health", "--addr", addr])[1].strip() == "SERVING":
+                break
+            if server.poll() is not None:
+                sys.exit(f"kvserve serve exited: {open(log.name).read()[-2000:]}")
+            time.sleep(0.2)
+        haystack = os.path.join(tempfile.mkdtemp(), "haystack.txt")
+        write_haystack(haystack, kvctl, addr, a.tokens)
+        print(json.dumps({"phase": "setup", "haystack_bytes": os.path.getsize(haystack),
+                          "kv_pages_total": metrics(mport).get("kvserve_kv_pages_total")}), flush=True)
+
+        rc, idle, err = short_bench(kvctl, addr, a.short_clients, a.short_requests)
+        print(json.dumps({"phase": "short requests, idle server", **idle}), flush=True)
+        if rc != 0:
+            failures.append(f"short requests on an idle server failed: {err}")
+
+        long_cmd = [kvctl, "generate", "--addr", addr, "--deadline", "0", "--prompt-file", haystack,
+                    "--max-new-tokens", "16", "--kv-policy", a.policy, "--kv-budget", str(a.budget),
+                    "--compress-at", "chunk", "--usage"]
+        result = {}
+        started = time.time()
+        long_thread = threading.Thread(target=lambda: result.update(zip(("rc", "out", "err"), run(long_cmd))))
+        long_thread.start()
+        time.sleep(5)  # the long prompt is tokenized and admitted; its prefill is under way
+        rc, busy, err = short_bench(kvctl, addr, a.short_clients, a.short_requests)
+        busy["long_prefill_running"] = long_thread.is_alive()
+        print(json.dumps({"phase": f"short requests during the {a.tokens}-token prefill", **busy}), flush=True)
+        if rc != 0:
+            failures.append(f"short requests during the long prefill failed: {err}")
+        peak_rss = 0.0
+        while long_thread.is_alive():
+            m = metrics(mport)
+            peak_rss = max(peak_rss, m.get("kvserve_process_resident_memory_bytes", 0.0))
+            long_thread.join(timeout=2)
+        usage = parse_usage(result.get("err", "")) or {}
+        m = metrics(mport)
+        long_phase = {"phase": f"{a.tokens}-token prompt, {a.policy} budget {a.budget} per layer, chunk compression",
+                      "rc": result.get("rc"), "wall_s": round(time.time() - started, 1), **usage,
+                      "answer": result.get("out", "").strip()[:80], "passkey_found": "71432" in result.get("out", ""),
+                      "server_rss_peak_bytes": max(peak_rss, m.get("kvserve_process_peak_resident_memory_bytes", 0)),
+                      "prefill_tok_s": round(usage["prompt_tokens"] / usage["ttft_s"], 1) if usage.get("ttft_s") else None}
+        if result.get("rc") != 0 or not usage:
+            failures.append(f"the long request failed: {result.get('err', '')[-500:]}")
+        else:
+            # Bounded KV, whatever the prompt length: per layer, the budget plus one prefill chunk
+            # (512) in pages, and a page of slack; an fp16 K and V and an fp32 log-weight per entry.
+            info = model_info(kvctl, addr)
+            page = info["kv_page_size"]
+            pages_per_layer = -(-(a.budget + 512) // page) + 1
+            bound = info["n_layers"] * pages_per_layer * page * info["n_kv_heads"] * (info["head_dim"] * 4 + 4)
+            long_phase["kv_bound_bytes"] = bound
+            if usage["peak_kv_bytes"] > bound:
+                failures.append(f"peak KV {usage['peak_kv_bytes']} B exceeds the bounded-cache limit {bound} B")
+        print(json.dumps(long_phase), flush=True)
+
+        rc, out, err = run([kvctl, "generate", "--addr", addr, "--deadline", "0", "--prompt-file", haystack,
+                            "--max-new-tokens", "16", "--kv-policy", "full"])
+        refused = rc != 0 and "RESOURCE_EXHAUSTED" in err and "KV pages" in err
+        print(json.dumps({"phase": "same prompt, full cache, too big for --kv-memory", "rc": rc, "refused": refused,
+                          "message": err.strip()[-200:]}), flush=True)
+        if not refused:
+            failures.append(f"the full-cache 128K request was not refused with RESOURCE_EXHAUSTED: rc={rc} {err[-300:]}")
+        health = run([kvctl, "health", "--addr", addr])[1].strip()
+        if health != "SERVING":
+            failures.append(f"server health after the test: {health}")
+        print(json.dumps({"phase": "summary", "server_health": health, "failures": failures}), flush=True)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
