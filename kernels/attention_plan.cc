@@ -38,8 +38,11 @@ AttentionPlan PlanAttention(const AttentionBatch& b, const AttentionPlanOptions&
         plan.merges.push_back(m);
       }
     } else {
-      for (int32_t t = b.q_indptr[s]; t < b.q_indptr[s + 1]; t += static_cast<int32_t>(o.tile_tokens)) {
-        const int32_t n = std::min<int32_t>(static_cast<int32_t>(o.tile_tokens), b.q_indptr[s + 1] - t);
+      // At least one token per tile: a GQA group wider than the kernel's tile rows would
+      // otherwise ask for tiles of 0 tokens and never finish.
+      const int32_t tile = static_cast<int32_t>(std::max<int64_t>(1, o.tile_tokens));
+      for (int32_t t = b.q_indptr[s]; t < b.q_indptr[s + 1]; t += tile) {
+        const int32_t n = std::min<int32_t>(tile, b.q_indptr[s + 1] - t);
         plan.tiles.push_back({s, t, n, plan.token_visible[t + n - 1]});
       }
     }

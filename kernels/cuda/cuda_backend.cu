@@ -270,7 +270,7 @@ void CudaBackend::Attention(const PagedKv& kv, const AttentionBatch& batch, cons
   const bool fast = cuda::DecodeAttentionSupported(kv.head_dim, group) &&
                     cuda::PrefillAttentionSupported(kv.head_dim, group);
   AttentionPlanOptions opt;
-  opt.tile_tokens = cuda::kPrefillTileRows / group;
+  opt.tile_tokens = std::max<int64_t>(1, cuda::kPrefillTileRows / group);  // the generic kernel takes any group
   opt.target_splits = std::max<int64_t>(1, 4 * sms_ / kv.n_kv_heads);  // ~4 blocks per SM
   const AttentionPlan plan = PlanAttention(batch, opt);
 

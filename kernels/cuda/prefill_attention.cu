@@ -12,6 +12,7 @@
 #include "kernels/attention_plan.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/smem_limit.h"
 
 namespace kvserve::cuda {
 namespace {
@@ -197,12 +198,7 @@ template <int HD>
 void Launch(const DevicePagedKv& kv, const float* q, const int32_t* token_visible, const PrefillTile* tiles,
             float* out, int64_t n_tiles, int group, float scale, cudaStream_t stream) {
   constexpr size_t bytes = Smem<HD>::kBytes;
-  static bool configured = false;  // the attribute is per kernel, set once per process
-  if (!configured) {
-    KVSERVE_CUDA_CHECK(cudaFuncSetAttribute(PrefillTileKernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(bytes)));
-    configured = true;
-  }
+  AllowDynamicSharedMemory(PrefillTileKernel<HD>, bytes);
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(kv.n_kv_heads));
   PrefillTileKernel<HD><<<grid, kWarps * 32, bytes, stream>>>(kv, q, token_visible, tiles, out, group, scale);
   KVSERVE_LAUNCH_CHECK();

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/smem_limit.h"
 
 namespace kvserve::cuda {
 namespace {
@@ -113,12 +114,13 @@ WindowPassKernel(const float* __restrict__ k_pages,  // [num_pages, page_size, n
       if (kStats) {
         float mx = valid ? logit : -INFINITY;
         for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        float sum = valid ? expf(logit - mx) : 0.0f;
+        // A warp whose keys all have log-weight -inf has mx = -inf: exp(-inf - -inf) is NaN.
+        float sum = valid && mx != -INFINITY ? expf(logit - mx) : 0.0f;
         for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
         if (t % 32 == 0) red[(rl * 4 + j) * 2 + (sl / 32)] = make_float2(mx, sum);
       } else if (valid && s < m) {
         const float2 st = stats[static_cast<int64_t>(g) * rows + row];
-        prob_sum += expf(logit - st.x) / st.y;
+        if (st.y > 0.0f) prob_sum += expf(logit - st.x) / st.y;  // a row that sees no weight adds nothing
       }
     }
     if (kStats) {
@@ -203,15 +205,9 @@ void SnapKvScores(const float* k_pages, const float* log_w, const int32_t* pages
   if (len <= 0) return;
   const Layout l = MakeLayout(scratch, len, w, n_kv_heads, n_heads);
   const int m = static_cast<int>(len - w), kvh = static_cast<int>(n_kv_heads);
-  static bool attributes_set = false;
-  if (!attributes_set) {
-    // Up to ~84 KB of shared memory at head_dim 256: above the 48 KB default.
-    KVSERVE_CUDA_CHECK(cudaFuncSetAttribute(WindowPassKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(SharedBytes(kMaxHeadDim, true))));
-    KVSERVE_CUDA_CHECK(cudaFuncSetAttribute(WindowPassKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(SharedBytes(kMaxHeadDim, false))));
-    attributes_set = true;
-  }
+  // Up to ~84 KB of shared memory at head_dim 256: above the 48 KB default.
+  AllowDynamicSharedMemory(WindowPassKernel<true>, SharedBytes(kMaxHeadDim, true));
+  AllowDynamicSharedMemory(WindowPassKernel<false>, SharedBytes(kMaxHeadDim, false));
   KVSERVE_CUDA_CHECK(cudaMemsetAsync(l.best, 0, sizeof(unsigned), stream));
   if (m > 0) {
     const dim3 grid1(static_cast<unsigned>(l.n_tiles), static_cast<unsigned>(kvh));

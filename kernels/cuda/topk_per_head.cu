@@ -83,9 +83,9 @@ __global__ void MakeKeysKernel(const float* __restrict__ scores,           // [h
   const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p >= n) return;
   const int64_t h = p / len, slot = p - h * len;
-  const float f = scores[p];
-  // -0.0 ties with +0.0, as under the CPU's operator==. (NaN scores are not expected; they
-  // would order by their bits.)
+  // NaN ranks as -inf (last), as in the sampling top-k; -0.0 ties with +0.0, as under the
+  // CPU's operator==.
+  const float f = isnan(scores[p]) ? -INFINITY : scores[p];
   const unsigned u = f == 0.0f ? 0u : __float_as_uint(f);
   const unsigned ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // float order as unsigned order
   keys[p] = (((static_cast<unsigned long long>(h) << 32) | static_cast<unsigned long long>(~ascending)) << slot_bits) |
@@ -126,6 +126,11 @@ void TopKPerHead(const float* scores, int32_t* slots, void* scratch, int64_t hea
                  cudaStream_t stream) {
   const int64_t n = heads * len;
   if (n <= 0 || k <= 0) return;
+  if (k > len) {  // SlotsKernel would read past the selection
+    std::fprintf(stderr, "kvserve: TopKPerHead k=%lld > len=%lld\n", static_cast<long long>(k),
+                 static_cast<long long>(len));
+    std::abort();
+  }
   Layout l = MakeLayout(scratch, n, heads, len);
   MakeKeysKernel<<<Blocks(n), 256, 0, stream>>>(scores, l.keys_in, l.vals_in, l.index, l.flags, len, n,
                                                 SlotBits(heads, len));

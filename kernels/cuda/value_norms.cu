@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/smem_limit.h"
 
 namespace kvserve::cuda {
 namespace {
@@ -139,13 +140,8 @@ template <int D>
 void LaunchWmma(const float* v_pages, const int32_t* pages, const __nv_bfloat16* wo, float* norms, int64_t first,
                 int64_t len, int64_t page_size, int64_t n_kv_heads, int64_t n_heads, int64_t hidden, int64_t stride,
                 cudaStream_t stream) {
-  static bool attribute_set = false;
-  if (!attribute_set) {
-    // ~103 KB at D = 128: above the 48 KB default, within sm_80's 163 KB.
-    KVSERVE_CUDA_CHECK(cudaFuncSetAttribute(NormsWmmaKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(WmmaSharedBytes<D>())));
-    attribute_set = true;
-  }
+  // ~103 KB at D = 128: above the 48 KB default, within sm_80's 163 KB.
+  AllowDynamicSharedMemory(NormsWmmaKernel<D>, WmmaSharedBytes<D>());
   const dim3 grid(static_cast<unsigned>((len - first + kBlockSlots - 1) / kBlockSlots), static_cast<unsigned>(n_kv_heads));
   NormsWmmaKernel<D><<<grid, kWarps * 32, WmmaSharedBytes<D>(), stream>>>(
       v_pages, pages, wo, norms, static_cast<int>(first), static_cast<int>(len), static_cast<int>(page_size),

@@ -19,6 +19,7 @@
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
+#include "engine/model/sampler.h"
 #include "engine/model/tokenizer.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/fp16.h"
@@ -131,14 +132,28 @@ TEST_F(CudaOps, MatMulBf16AgainstCpuForEveryWeightType) {
   }
 }
 
-TEST_F(CudaOps, ArgmaxOnDeviceMatchesHost) {
-  const int64_t rows = 32, vocab = 128256;
+// Device greedy against the host Sampler at temperature 0 (the engine's rule), on random rows
+// and on rows with ties, NaN, +-inf and nothing but -inf.
+TEST_F(CudaOps, ArgmaxOnDeviceMatchesHostGreedy) {
+  const int64_t rows = 40, vocab = 128256;
   auto logits = RandomFloats(rows * vocab, 11);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto row = [&](int64_t r) { return logits.data() + r * vocab; };
+  std::fill(row(32), row(33), -inf);                     // only -inf: token 0
+  std::fill(row(33), row(34), nan);                      // only NaN: token 0
+  row(34)[0] = nan;                                      // NaN first, a real maximum later
+  row(35)[70000] = 5.0f, row(35)[90000] = 5.0f;          // a tie: the lower id
+  row(36)[100] = inf, row(36)[50] = std::numeric_limits<float>::max();  // +inf ties FLT_MAX: 50
+  row(37)[128255] = 9.0f;                                // the last id
+  std::fill(row(38), row(39), 0.0f);                     // all equal: 0
+  std::fill(row(39), row(40), -inf), row(39)[4242] = -1e30f;
   std::vector<int32_t> ids(rows);
   CudaArgmaxRows(*gpu_, Up(logits), ids.data(), rows, vocab);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits.data() + r * vocab;
-    EXPECT_EQ(ids[r], std::max_element(row, row + vocab) - row) << "row " << r;
+    Sampler sampler(greedy);
+    EXPECT_EQ(ids[r], sampler.Sample(absl::MakeConstSpan(row(r), vocab), {})) << "row " << r;
   }
 }
 
@@ -224,6 +239,7 @@ void RunAttention(Backend& cpu, Backend& gpu, const AttnCase& c, uint32_t seed,
   gpu.WriteKv(dev, batch, up(k), up(v));
   gpu.Attention(dev, batch, shape, up(q), dout);
   EXPECT_EQ(down(static_cast<const float*>(dev.k), k_pages.size()), k_pages) << "WriteKv K";
+  EXPECT_EQ(down(static_cast<const float*>(dev.v), v_pages.size()), v_pages) << "WriteKv V";
   EXPECT_EQ(down(dev.log_w, log_w.size()), log_w) << "WriteKv log_w";
   std::string desc = "page_size " + std::to_string(ps) + " head_dim " + std::to_string(hd) + " group " +
                      std::to_string(c.group) + " seqs";
@@ -255,10 +271,15 @@ TEST_F(CudaOps, PagedAttentionLongPrefillAndOddShapes) {
   auto down = [&](const float* p, size_t n) { return Down(p, n); };
   // A 1K chunk at the end of a 31K prefix (32K total).
   RunAttention(*cpu_, *gpu_, {16, 128, 4, {{1024, 31 * 1024}}, 2e-2}, 7, up, down);
-  // SmolLM2's group of 3, random:tiny's head_dim 16 (the generic kernel), group 5 (generic).
+  // SmolLM2's group of 3 and a group of 5 (fast kernels: bf16 prefill, so bf16 bounds),
+  // random:tiny's head_dim 16 and a group of 80 (the generic fp32 kernel).
   RunAttention(*cpu_, *gpu_, {16, 64, 3, {{1, 1000}, {40, 100}}, 2e-2}, 8, up, down);
+  RunAttention(*cpu_, *gpu_, {32, 128, 5, {{1, 3000}, {20, 10}}, 2e-2}, 10, up, down);
   RunAttention(*cpu_, *gpu_, {16, 16, 2, {{1, 1000}, {40, 100}}, 2e-4}, 9, up, down);
-  RunAttention(*cpu_, *gpu_, {32, 128, 5, {{1, 3000}, {20, 10}}, 2e-4}, 10, up, down);
+  RunAttention(*cpu_, *gpu_, {16, 64, 80, {{1, 500}, {20, 10}}, 2e-4}, 11, up, down);
+  // Multi-token decode (2..8 new tokens take the decode path) and odd groups at head_dim 64.
+  RunAttention(*cpu_, *gpu_, {16, 64, 6, {{2, 900}, {8, 33}, {5, 0}}, 2e-4}, 12, up, down);
+  RunAttention(*cpu_, *gpu_, {64, 64, 7, {{3, 4000}, {1, 1}}, 2e-4}, 13, up, down);
 }
 
 // Greedy generation on both backends. The CUDA path runs bf16 GEMMs, so two tokens whose
