@@ -53,5 +53,21 @@ TEST(AttentionPlan, SplitsCoverEachDecodeTokenAndTilesCoverPrefill) {
   EXPECT_EQ(covered, 40);
 }
 
+// A GQA group wider than the kernel's 64 tile rows gives tile_tokens 0: the plan still makes
+// tiles of one token (it used to loop forever).
+TEST(AttentionPlan, ZeroTileTokensStillCoversThePrefill) {
+  std::vector<int32_t> q_indptr = {0, 12}, page_indptr = {0, 1}, kv_len = {12};
+  std::vector<int32_t> pages(1);
+  const AttentionBatch b{1, q_indptr.data(), page_indptr.data(), pages.data(), kv_len.data()};
+  AttentionPlanOptions o;
+  o.tile_tokens = 0;
+  const AttentionPlan p = PlanAttention(b, o);
+  ASSERT_EQ(p.tiles.size(), 12u);
+  for (size_t i = 0; i < p.tiles.size(); ++i) {
+    EXPECT_EQ(p.tiles[i].token_begin, static_cast<int32_t>(i));
+    EXPECT_EQ(p.tiles[i].n_tokens, 1);
+  }
+}
+
 }  // namespace
 }  // namespace kvserve
