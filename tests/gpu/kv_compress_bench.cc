@@ -5,7 +5,8 @@
 // from measured ops: causal prefill attention over the whole context in one call, plus the
 // layer's seven GEMMs (q, k, v, o, gate, up, down) timed on an 8192-token chunk and scaled to
 // the context; norms, RoPE and elementwise ops are left out (well under 1% of it).
-// Prints "no CUDA device: ..." and exits 0 without a GPU.
+// Prints "no CUDA device: ..." and exits 0 without a GPU (1 when KVSERVE_REQUIRE_GPU=1 says
+// there must be one).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "tests/gpu/cuda_timer.h"
+#include "tests/gpu/require_gpu.h"
 
 namespace kvserve {
 namespace {
@@ -153,6 +155,11 @@ void Row(const char* what, double ms, double share_of = 0) {
 int Main() {
   std::string why;
   if (CudaDeviceCount(&why) == 0) {
+    if (GpuRequired()) {
+      std::printf("no CUDA device: %s; no KV compression timings, and KVSERVE_REQUIRE_GPU is set: failing\n",
+                  why.c_str());
+      return 1;
+    }
     std::printf("no CUDA device: %s; no KV compression timings\n", why.c_str());
     return 0;
   }

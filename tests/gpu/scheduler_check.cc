@@ -1,6 +1,7 @@
 // The continuous-batching scheduler on CudaBackend (KV pool in device memory) against the CPU:
 // 40 concurrent greedy requests on random:tiny, with the full cache and with SnapKV/CriticalKV
-// compressing on the device at chunk and prefill_end. Skips without a device.
+// compressing on the device at chunk and prefill_end. Skips without a device (fails instead
+// under KVSERVE_REQUIRE_GPU=1).
 // (The same scheduler paths run in CI on the CPU through the host-as-device backend:
 // tests/engine/scheduler/scheduler_device_test.cc.)
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
 #include "tests/engine/scheduler/scheduler_test_util.h"
+#include "tests/gpu/cuda_device_test.h"
 
 namespace kvserve {
 namespace {
@@ -65,8 +67,7 @@ std::vector<Collected> RunScheduler(const Model& model, const Tokenizer& tok, Ba
 }
 
 TEST(CudaScheduler, GreedyBatchMatchesCpuOnRandomTiny) {
-  std::string why;
-  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA device: " << why;
+  KVSERVE_SKIP_WITHOUT_CUDA_DEVICE();  // a failure under KVSERVE_REQUIRE_GPU=1
   auto model = MakeRandomModel("tiny", 1);
   ASSERT_TRUE(model.ok()) << model.status();
   auto tok = Tokenizer::Create(model->tokenizer);
