@@ -15,8 +15,14 @@ SmolLM2 was trained on 8K tokens, so at 128K (run past it with --max-context) it
 means nothing; this test measures capacity, memory and latency under load, not retrieval
 (docs/QUALITY.md measures retrieval).
 
+With --peer-llama-server BIN, phases 1 and 2 run again on llama.cpp's llama-server (same model,
+threads, requests and prompt; one slot per client plus one for the long prompt) and the summary
+gives peer/kvserve ratios. llama.cpp has no KV compression, so compare it with --policy full
+at a length it can prefill in reasonable time (e.g. --tokens 16384).
+
 Usage: load-tests/long_context.py [--build build] [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
-         [--tokens 131072] [--budget 2048] [--policy snapkv] [--short-clients 2] [--short-requests 8]
+         [--tokens 131072] [--budget 2048] [--policy snapkv|full] [--short-clients 2] [--short-requests 8]
+         [--threads 2] [--peer-llama-server PATH]
 """
 import argparse
 import json
@@ -104,16 +110,54 @@ def short_bench(kvctl, addr, clients, requests):
     return rc, {k: float(v) for k, v in fields.items() if k.endswith("_ms") or k in ("req/s", "errors")}, err
 
 
+def run_peer(a, haystack):
+    """Phases 1 and 2 against llama-server (llama_server_peer.py): the same short requests, idle and
+    during the same long prompt, which llama.cpp keeps in a full fp16 cache."""
+    import llama_server_peer as peer
+    port = free_port()
+    log = tempfile.NamedTemporaryFile("w+", suffix=".peer.log", delete=False)
+    server = peer.start(a.peer_llama_server, a.model, port, a.tokens + 512, a.short_clients + 1, a.threads, log)
+    try:
+        idle = peer.short_bench(port, SHORT_PROMPT, a.short_clients, a.short_requests)
+        print(json.dumps({"phase": "peer llama-server: short requests, idle server", **idle}), flush=True)
+        text = open(haystack).read()
+        result = {}
+        long_thread = threading.Thread(
+            target=lambda: result.update(zip(("ok", "ttft_s", "total_s", "text", "last"), peer.completion(port, text, 16))))
+        long_thread.start()
+        time.sleep(5)
+        busy = peer.short_bench(port, SHORT_PROMPT, a.short_clients, a.short_requests)
+        busy["long_prefill_running"] = long_thread.is_alive()
+        print(json.dumps({"phase": f"peer llama-server: short requests during the {a.tokens}-token prefill", **busy}),
+              flush=True)
+        long_thread.join()
+        timings = result.get("last", {}).get("timings", {})
+        long_phase = {"phase": f"peer llama-server: {a.tokens}-token prompt, full fp16 cache", "ok": result.get("ok"),
+                      "ttft_s": round(result.get("ttft_s", -1), 3), "total_s": round(result.get("total_s", -1), 3),
+                      "prompt_tokens": timings.get("prompt_n"),
+                      "prefill_tok_s": round(timings["prompt_per_second"], 1) if "prompt_per_second" in timings else None}
+        print(json.dumps(long_phase), flush=True)
+        return idle, busy, long_phase
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
     ap.add_argument("--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
     ap.add_argument("--tokens", type=int, default=131072)
     ap.add_argument("--budget", type=int, default=2048, help="KV entries kept per layer (tokens)")
-    ap.add_argument("--policy", default="snapkv")
+    ap.add_argument("--policy", default="snapkv", help="the long request's --kv-policy (full: no compression)")
     ap.add_argument("--kv-memory", default="1G")
     ap.add_argument("--short-clients", type=int, default=2)
     ap.add_argument("--short-requests", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=2, help="CPU threads of each server")
+    ap.add_argument("--peer-llama-server", help="a llama.cpp llama-server binary: run phases 1-2 on it too")
     a = ap.parse_args()
     kvserve, kvctl = os.path.join(a.build, "kvserve"), os.path.join(a.build, "kvctl")
     port, mport = free_port(), free_port()
@@ -121,8 +165,10 @@ def main():
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     server = subprocess.Popen([kvserve, "serve", "--model", a.model, "--port", str(port), "--metrics-port",
                                str(mport), "--max-context", str(a.tokens + 512), "--kv-dtype", "f16",
-                               "--kv-memory", a.kv_memory], stdout=log, stderr=log)
+                               "--kv-memory", a.kv_memory], stdout=log, stderr=log,
+                              env={**os.environ, "OMP_NUM_THREADS": str(a.threads)})
     failures = []
+    compressed = a.policy != "full"
     try:
         for _ in range(600):
             if run([kvctl, "health", "--addr", addr])[1].strip() == "SERVING":
@@ -141,8 +187,9 @@ def main():
             failures.append(f"short requests on an idle server failed: {err}")
 
         long_cmd = [kvctl, "generate", "--addr", addr, "--deadline", "0", "--prompt-file", haystack,
-                    "--max-new-tokens", "16", "--kv-policy", a.policy, "--kv-budget", str(a.budget),
-                    "--compress-at", "chunk", "--usage"]
+                    "--max-new-tokens", "16", "--kv-policy", a.policy, "--usage"]
+        if compressed:
+            long_cmd += ["--kv-budget", str(a.budget), "--compress-at", "chunk"]
         result = {}
         started = time.time()
         long_thread = threading.Thread(target=lambda: result.update(zip(("rc", "out", "err"), run(long_cmd))))
@@ -160,14 +207,15 @@ def main():
             long_thread.join(timeout=2)
         usage = parse_usage(result.get("err", "")) or {}
         m = metrics(mport)
-        long_phase = {"phase": f"{a.tokens}-token prompt, {a.policy} budget {a.budget} per layer, chunk compression",
+        what = f"{a.policy} budget {a.budget} per layer, chunk compression" if compressed else "full fp16 cache"
+        long_phase = {"phase": f"{a.tokens}-token prompt, {what}",
                       "rc": result.get("rc"), "wall_s": round(time.time() - started, 1), **usage,
                       "answer": result.get("out", "").strip()[:80], "passkey_found": "71432" in result.get("out", ""),
                       "server_rss_peak_bytes": max(peak_rss, m.get("kvserve_process_peak_resident_memory_bytes", 0)),
                       "prefill_tok_s": round(usage["prompt_tokens"] / usage["ttft_s"], 1) if usage.get("ttft_s") else None}
         if result.get("rc") != 0 or not usage:
             failures.append(f"the long request failed: {result.get('err', '')[-500:]}")
-        else:
+        elif compressed:
             # Bounded KV, whatever the prompt length: per layer, the budget plus one prefill chunk
             # (512) in pages, and a page of slack; an fp16 K and V and an fp32 log-weight per entry.
             info = model_info(kvctl, addr)
@@ -179,23 +227,33 @@ def main():
                 failures.append(f"peak KV {usage['peak_kv_bytes']} B exceeds the bounded-cache limit {bound} B")
         print(json.dumps(long_phase), flush=True)
 
-        rc, out, err = run([kvctl, "generate", "--addr", addr, "--deadline", "0", "--prompt-file", haystack,
-                            "--max-new-tokens", "16", "--kv-policy", "full"])
-        refused = rc != 0 and "RESOURCE_EXHAUSTED" in err and "KV pages" in err
-        print(json.dumps({"phase": "same prompt, full cache, too big for --kv-memory", "rc": rc, "refused": refused,
-                          "message": err.strip()[-200:]}), flush=True)
-        if not refused:
-            failures.append(f"the full-cache 128K request was not refused with RESOURCE_EXHAUSTED: rc={rc} {err[-300:]}")
+        if compressed:
+            rc, out, err = run([kvctl, "generate", "--addr", addr, "--deadline", "0", "--prompt-file", haystack,
+                                "--max-new-tokens", "16", "--kv-policy", "full"])
+            refused = rc != 0 and "RESOURCE_EXHAUSTED" in err and "KV pages" in err
+            print(json.dumps({"phase": "same prompt, full cache, too big for --kv-memory", "rc": rc, "refused": refused,
+                              "message": err.strip()[-200:]}), flush=True)
+            if not refused:
+                failures.append(f"the full-cache request was not refused with RESOURCE_EXHAUSTED: rc={rc} {err[-300:]}")
         health = run([kvctl, "health", "--addr", addr])[1].strip()
         if health != "SERVING":
             failures.append(f"server health after the test: {health}")
-        print(json.dumps({"phase": "summary", "server_health": health, "failures": failures}), flush=True)
     finally:
         server.terminate()
         try:
             server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             server.kill()
+    summary = {"phase": "summary", "server_health": health, "failures": failures}
+    if a.peer_llama_server:
+        p_idle, p_busy, p_long = run_peer(a, haystack)
+        ratio = lambda x, y: round(x / y, 2) if x and y else None
+        summary["peer_over_kvserve"] = {
+            "short_ttft_p50_idle": ratio(p_idle["ttft_p50_ms"], idle["ttft_p50_ms"]),
+            "short_ttft_p50_during_long_prefill": ratio(p_busy["ttft_p50_ms"], busy["ttft_p50_ms"]),
+            "short_latency_p50_during_long_prefill": ratio(p_busy["p50_ms"], busy["p50_ms"]),
+            "long_prompt_ttft": ratio(p_long["ttft_s"], usage.get("ttft_s"))}
+    print(json.dumps(summary), flush=True)
     return 1 if failures else 0
 
 
