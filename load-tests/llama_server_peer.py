@@ -57,9 +57,11 @@ def completion(port, prompt, n_predict, timeout=None):
     return ok, ttft, time.monotonic() - start_t, "".join(text), event
 
 
-def short_bench(port, prompt, clients, requests, n_predict=16):
-    """kvctl bench --stream's figures for llama-server: clients threads, requests in all."""
-    completion(port, prompt, n_predict)  # warm-up, as kvctl bench --warmup 1
+def short_bench(port, prompt, clients, requests, warmup, n_predict=16):
+    """kvctl bench --stream's figures for llama-server: clients threads, requests in all, after one
+    uncounted call when warmup (as kvctl bench --warmup 1)."""
+    if warmup:
+        completion(port, prompt, n_predict)
     next_i, lock, results = [0], threading.Lock(), []
 
     def client():
