@@ -110,6 +110,14 @@ def short_bench(kvctl, addr, clients, requests, warmup):
     return rc, {k: float(v) for k, v in fields.items() if k.endswith("_ms") or k in ("req/s", "errors")}, err
 
 
+def stop(server):
+    server.terminate()
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
 def run_peer(a, haystack):
     """Phases 1 and 2 against llama-server (llama_server_peer.py): the same short requests, idle and
     during the same long prompt, which llama.cpp keeps in a full fp16 cache."""
@@ -141,11 +149,7 @@ def run_peer(a, haystack):
         print(json.dumps(long_phase), flush=True)
         return idle, busy, long_phase
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
 
 
 def main():
@@ -244,11 +248,7 @@ def main():
         if health != "SERVING":
             failures.append(f"server health after the test: {health}")
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
     summary = {"phase": "summary", "server_health": health, "failures": failures}
     if a.peer_llama_server:
         p_idle, p_busy, p_long = run_peer(a, haystack)

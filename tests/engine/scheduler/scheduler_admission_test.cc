@@ -33,6 +33,14 @@ class SchedulerAdmissionTest : public ::testing::Test {
     return r;
   }
 
+  absl::StatusOr<std::unique_ptr<Engine>> StartEngine(int64_t num_pages, int64_t page_size, int64_t prefill_chunk) {
+    EngineConfig config;
+    config.num_pages = num_pages;
+    config.page_size = page_size;
+    config.scheduler.prefill_chunk = prefill_chunk;
+    return Engine::Start(*model_, *tokenizer_, *backend_, config);
+  }
+
   GenerationResult Reference(int prompt_len, int max_new, int64_t page_size, int64_t chunk) {
     EngineRequest r = Request(prompt_len, max_new, std::make_shared<Collected>());
     GenerationOptions o;
@@ -113,11 +121,7 @@ TEST_F(SchedulerAdmissionTest, AbortMidPrefillFreesPagesAtOnce) {
 }
 
 TEST_F(SchedulerAdmissionTest, ThreadedEngineStreamsAndAborts) {
-  EngineConfig config;
-  config.num_pages = 200;
-  config.page_size = 4;
-  config.scheduler.prefill_chunk = 6;
-  auto engine = Engine::Start(*model_, *tokenizer_, *backend_, config);
+  auto engine = StartEngine(200, 4, 6);
   ASSERT_TRUE(engine.ok()) << engine.status();
   std::mutex mu;
   std::condition_variable cv;
@@ -156,11 +160,7 @@ TEST_F(SchedulerAdmissionTest, ThreadedEngineStreamsAndAborts) {
 // step boundary at the latest (std::mutex alone let the loop win it again and again: 20 s
 // at 128K tokens), and stats() answers without waiting for a step.
 TEST_F(SchedulerAdmissionTest, SubmitWaitsAtMostOneStepWhileALongPrefillRuns) {
-  EngineConfig config;
-  config.num_pages = 4000;
-  config.page_size = 4;
-  config.scheduler.prefill_chunk = 16;
-  auto engine = Engine::Start(*model_, *tokenizer_, *backend_, config);
+  auto engine = StartEngine(4000, 4, 16);
   ASSERT_TRUE(engine.ok()) << engine.status();
   std::atomic<int64_t> steps{0};
   (*engine)->SetStepObserver([&](const EngineStepStats&) { steps.fetch_add(1); });
