@@ -56,8 +56,11 @@ int RunGenerateBatch(const CliArgs& args, const GenerationOptions& options, cons
   config.num_pages = *pages;
   absl::StatusOr<int64_t> batch_tokens = args.GetInt("max-batch-tokens", 2048);
   absl::StatusOr<int64_t> max_waiting = args.GetInt("max-waiting", 1024);
+  absl::StatusOr<double> decode_share = args.GetDouble("decode-share", config.scheduler.decode_share);
   if (!batch_tokens.ok()) return Fail(batch_tokens.status());
   if (!max_waiting.ok()) return Fail(max_waiting.status());
+  if (!decode_share.ok()) return Fail(decode_share.status());
+  config.scheduler.decode_share = *decode_share;
   config.scheduler.max_batch_tokens = *batch_tokens;
   config.scheduler.max_waiting = *max_waiting;
   config.scheduler.prefill_chunk = options.prefill_chunk;

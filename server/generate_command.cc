@@ -82,7 +82,7 @@ int RunGenerate(int argc, char** argv) {
                                           "top-k", "top-p", "min-p", "repetition-penalty", "seed", "stop",
                                           "stop-token-id", "max-context", "page-size", "prefill-chunk",
                                           "prompts-file", "kv-memory", "max-batch-tokens", "max-waiting",
-                                          "device"};
+                                          "decode-share", "device"};
   value_flags.insert(value_flags.end(), KvFlagNames().begin(), KvFlagNames().end());
   KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"chat", "ignore-eos", "timing", "help"}));
   if (args.Flag("help")) {
@@ -94,7 +94,8 @@ int RunGenerate(int argc, char** argv) {
                  "  [--device cpu|cuda|auto =cpu] (auto: CUDA when a GPU is present, else CPU)\n"
                  "kvserve generate --model M --prompts-file F (one prompt per line, run as one batch)\n"
                  "  [--kv-memory BYTES|FRACTION=512M (a fraction of free device memory on CUDA)]\n"
-                 "  [--max-batch-tokens N=2048] [--max-waiting N=1024] [--device cpu|cuda|auto =cpu]\n"
+                 "  [--max-batch-tokens N=2048] [--max-waiting N=1024] [--decode-share S=0.1]\n"
+                 "  [--device cpu|cuda|auto =cpu]\n"
                  "KV compression (both forms):\n%s", KvFlagsHelp());
     return 0;
   }

@@ -14,7 +14,7 @@ const char kUsage[] =
     "  [--max-receive-message-bytes 64M] [--max-prompts-per-call 64] [--max-context N (0: model's)]\n"
     "  [--default-max-new-tokens 128] [--max-new-tokens-limit N (0: max context)]\n"
     "  [--kv-memory BYTES|FRACTION=1G] [--page-size 16] [--prefill-chunk 512] [--max-batch-tokens 2048]\n"
-    "  [--max-waiting 256] [--drain-timeout SECONDS=30]\n"
+    "  [--max-waiting 256] [--decode-share S=0.1] [--drain-timeout SECONDS=30]\n"
     "  [--device cpu|cuda|auto =cpu] (auto: CUDA when a GPU is present, else CPU; on CUDA the KV pool is\n"
     "   device memory, --kv-memory FRACTION a share of its free memory, and only full, snapkv, pyramid\n"
     "   and criticalkv with a fixed budget run)\n"
@@ -29,7 +29,7 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
       "model", "host", "port", "port-file", "metrics-host", "metrics-port", "tls-cert", "tls-key",
       "max-receive-message-bytes", "max-prompts-per-call", "max-context", "default-max-new-tokens",
       "max-new-tokens-limit", "kv-memory", "page-size", "prefill-chunk", "max-batch-tokens", "max-waiting",
-      "drain-timeout", "device"};
+      "decode-share", "drain-timeout", "device"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
   absl::StatusOr<CliArgs> parsed = CliArgs::Parse(argc, argv, flags, {"help"});
   if (!parsed.ok()) return parsed.status();
@@ -91,6 +91,9 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
     return absl::InvalidArgumentError(absl::StrCat("--drain-timeout must be in [0, 86400] seconds, got ", *drain));
   }
   o.drain_timeout_seconds = *drain;
+  absl::StatusOr<double> share = a.GetDouble("decode-share", o.decode_share);
+  if (!share.ok()) return share.status();
+  o.decode_share = *share;  // its range is checked with the rest of the scheduler's config
   return o;
 }
 

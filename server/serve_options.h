@@ -28,6 +28,7 @@ struct ServeOptions {
   int64_t prefill_chunk = 512;
   int64_t max_batch_tokens = 2048;
   int64_t max_waiting = 256;
+  double decode_share = 0.1;           // --decode-share: see SchedulerConfig::decode_share
   double drain_timeout_seconds = 30;   // --drain-timeout: SIGTERM waits this long, then cancels
   // Every flag as given; the --kv-* defaults (server/kv_flags.h) are read from it once the
   // model is loaded, since a RippleKV profile is checked against the model.

@@ -50,6 +50,9 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   if (c.prefill_chunk < 1) return bad("--prefill-chunk", c.prefill_chunk, ">= 1");
   if (c.max_waiting < 0) return bad("--max-waiting", c.max_waiting, ">= 0");
   if (c.max_context < 0) return bad("--max-context", c.max_context, ">= 0 (0 = the model's)");
+  if (!(c.decode_share >= 0 && c.decode_share <= 0.9)) {
+    return absl::InvalidArgumentError(absl::StrCat("--decode-share must be in [0, 0.9], got ", c.decode_share));
+  }
   return ValidateCompressionSettings(c.kv_defaults, static_cast<int64_t>(c.kv_defaults.layer_quota.size()));
 }
 
@@ -74,7 +77,13 @@ CompressionSettings CompressionFor(const EngineRequest& r, const CompressionSett
 Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, Backend& backend, PagePool& pool,
                      const SchedulerConfig& config)
     : model_(model), tokenizer_(tokenizer), backend_(backend), pool_(pool), config_(config),
-      forward_(model, backend, pool) {}
+      forward_(model, backend, pool) {
+  if (!config_.clock) {
+    config_.clock = [] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    };
+  }
+}
 
 Scheduler::~Scheduler() { AbortAll(); }
 
@@ -296,6 +305,17 @@ absl::Status Scheduler::Step() {
   auto Window = [](Sequence& s) { return s.compressor ? s.compressor->window() : nullptr; };
   Admit();
   if (running_.empty()) return absl::OkStatus();
+  // decode_share: while prompts prefill beside decoding requests, each step with chunks
+  // earns the decoders share / (1 - share) of its time in steps without them. Prompts with
+  // at most a small remainder (a chat turn) still go in those steps: they cost little.
+  const bool decoding = std::any_of(running_.begin(), running_.end(), [](auto& s) { return !s->prefilling(); });
+  const bool prefilling = std::any_of(running_.begin(), running_.end(), [](auto& s) { return s->prefilling(); });
+  const bool shared = config_.decode_share > 0 && decoding && prefilling;
+  if (!shared) decode_credit_s_ = 0;
+  const bool chunk_free = shared && decode_credit_s_ > 0;
+  const int64_t small_prompt = std::max<int64_t>(1, config_.prefill_chunk / 8);
+  const double t0 = config_.clock();
+
   // Decode tokens first (admission caps running sequences at max_batch_tokens, so they
   // always fit), then prefill chunks in admission order with what is left.
   std::vector<ForwardRequest> batch;
@@ -310,6 +330,7 @@ absl::Status Scheduler::Step() {
   for (auto& s : running_) {
     if (budget == 0) break;
     if (!s->prefilling()) continue;
+    if (chunk_free && s->prompt_len() - s->cached > small_prompt) continue;
     const int64_t n = std::min({config_.prefill_chunk, s->prompt_len() - s->cached, budget});
     batch.push_back({absl::MakeConstSpan(s->history).subspan(s->cached, n), s->cached, &s->kv, false, Window(*s)});
     members.push_back(s.get());
@@ -332,6 +353,10 @@ absl::Status Scheduler::Step() {
       }
       if (!Advance(s, absl::MakeConstSpan(logits_).subspan(i * vocab, vocab))) Compress(s, true);
     }
+  }
+  if (shared) {  // the step's whole time, with sampling and compression
+    const double dt = config_.clock() - t0;
+    decode_credit_s_ += chunk_free ? -dt : dt * config_.decode_share / (1.0 - config_.decode_share);
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->done; });
   Admit();

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,14 @@ struct SchedulerConfig {
   int64_t max_waiting = 256;        // queued, not yet admitted requests
   int64_t max_context = 0;          // prompt + max_new_tokens limit; 0 = the model's
   CompressionSettings kv_defaults;  // what a request's empty KV fields fall back to
+  // While a long prompt prefills beside requests that are decoding, this share of the
+  // engine's time goes to steps without its chunk, so they are not held to one token per
+  // chunk (a 512-token chunk at 16K tokens of context takes ~3 s on 2 CPU cores); the long
+  // prompt's prefill takes 1 / (1 - share) as long. 0 = every step carries the chunk. [0, 0.9].
+  double decode_share = 0.1;
+  // Seconds on a monotonic clock, for decode_share; empty = std::chrono::steady_clock.
+  // Tests give a fake one.
+  std::function<double()> clock;
 };
 
 // Fills e->logprob and e->top_logprobs (top_n best) from one row of raw logits.
@@ -94,6 +103,8 @@ class Scheduler {
   Backend& backend_;
   PagePool& pool_;
   SchedulerConfig config_;
+  // decode_share's account: seconds of chunk-free steps owed to the decoding requests.
+  double decode_credit_s_ = 0;
   LlamaForward forward_;
   RequestHandle next_handle_ = 1;
   std::deque<std::unique_ptr<Sequence>> waiting_;
