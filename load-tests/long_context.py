@@ -22,7 +22,7 @@ at a length it can prefill in reasonable time (e.g. --tokens 16384).
 
 Usage: load-tests/long_context.py [--build build] [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
          [--tokens 131072] [--budget 2048] [--policy snapkv|full] [--short-clients 2] [--short-requests 8]
-         [--threads 2] [--peer-llama-server PATH]
+         [--threads 2] [--peer-llama-server PATH] [--serve-flags "--decode-share 0"]
 """
 import argparse
 import json
@@ -164,6 +164,7 @@ def main():
     ap.add_argument("--short-requests", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2, help="CPU threads of each server")
     ap.add_argument("--peer-llama-server", help="a llama.cpp llama-server binary: run phases 1-2 on it too")
+    ap.add_argument("--serve-flags", default="", help="more `kvserve serve` flags, e.g. '--decode-share 0'")
     a = ap.parse_args()
     kvserve, kvctl = os.path.join(a.build, "kvserve"), os.path.join(a.build, "kvctl")
     port, mport = free_port(), free_port()
@@ -171,7 +172,7 @@ def main():
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     server = subprocess.Popen([kvserve, "serve", "--model", a.model, "--port", str(port), "--metrics-port",
                                str(mport), "--max-context", str(a.tokens + 512), "--kv-dtype", "f16",
-                               "--kv-memory", a.kv_memory], stdout=log, stderr=log,
+                               "--kv-memory", a.kv_memory, *a.serve_flags.split()], stdout=log, stderr=log,
                               env={**os.environ, "OMP_NUM_THREADS": str(a.threads)})
     failures = []
     compressed = a.policy != "full"
@@ -184,7 +185,7 @@ def main():
             time.sleep(0.2)
         haystack = os.path.join(tempfile.mkdtemp(), "haystack.txt")
         write_haystack(haystack, kvctl, addr, a.tokens)
-        print(json.dumps({"phase": "setup", "haystack_bytes": os.path.getsize(haystack),
+        print(json.dumps({"phase": "setup", "serve_flags": a.serve_flags, "haystack_bytes": os.path.getsize(haystack),
                           "kv_pages_total": metrics(mport).get("kvserve_kv_pages_total")}), flush=True)
 
         rc, idle, err = short_bench(kvctl, addr, a.short_clients, a.short_requests, warmup=1)
