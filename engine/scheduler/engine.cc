@@ -86,18 +86,12 @@ void Engine::Loop() {
       // Callers waiting for the lock go first: each waits at most the step that held it.
       work_.wait(lock, [&] { return stop_ || (!scheduler_.idle() && outside_waiting_.load() == 0); });
       if (stop_) return;
-      const int64_t waiting_before = scheduler_.num_waiting();
-      const int64_t running_before = scheduler_.num_running();
-      const int64_t awaiting = awaiting_first_.load();
       const auto t0 = std::chrono::steady_clock::now();
       // A failed step already told the affected sinks; the loop carries on with the rest.
       (void)scheduler_.Step();
       step.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      // Admission is FIFO, so the requests without a first event are the waiting ones
-      // plus the prefilling ones; those admitted during the step prefill in it.
-      const int64_t admitted = waiting_before - scheduler_.num_waiting();
-      step.prefill = (awaiting - waiting_before) + admitted > 0;
-      step.sequences = running_before + admitted;
+      step.prefill = scheduler_.last_step().prefill_tokens > 0;
+      step.sequences = scheduler_.last_step().sequences;
       out = scheduler_.TakeDeliveries();
       PublishStats();
     }
@@ -107,19 +101,11 @@ void Engine::Loop() {
 }
 
 absl::StatusOr<RequestHandle> Engine::Submit(EngineRequest request) {
-  // Count the request as awaiting its first event until its sink sees one.
-  auto first_seen = std::make_shared<std::atomic<bool>>(false);
-  request.sink = [this, first_seen, sink = std::move(request.sink)](const StreamEvent& e) {
-    if (!first_seen->exchange(true)) awaiting_first_.fetch_sub(1);
-    if (sink) sink(e);
-  };
   absl::StatusOr<RequestHandle> h;
   std::vector<SinkDelivery> out;
   {
     std::unique_lock<std::mutex> lock = LockFromOutside();
-    awaiting_first_.fetch_add(1);
     h = scheduler_.Submit(std::move(request));
-    if (!h.ok()) awaiting_first_.fetch_sub(1);  // a rejected request's sink is never called
     out = scheduler_.TakeDeliveries();
     PublishStats();
     UnlockFromOutside(lock);

@@ -83,10 +83,6 @@ class Engine {
   EngineStats stats_;
   Scheduler scheduler_;
   bool stop_ = false;
-  // Submitted requests that have not had their first event yet: waiting or prefilling.
-  // With FIFO admission this tells a prefill step from a decode step without reaching
-  // into the scheduler.
-  std::atomic<int64_t> awaiting_first_{0};
   EngineStepObserver step_observer_;
   std::thread thread_;
 };

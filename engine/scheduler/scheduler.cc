@@ -304,6 +304,7 @@ bool Scheduler::Advance(Sequence& s, absl::Span<const float> logits) {
 absl::Status Scheduler::Step() {
   auto Window = [](Sequence& s) { return s.compressor ? s.compressor->window() : nullptr; };
   Admit();
+  last_step_ = {};
   if (running_.empty()) return absl::OkStatus();
   // decode_share: while prompts prefill beside decoding requests, each step with chunks
   // earns the decoders share / (1 - share) of its time in steps without them. Prompts with
@@ -334,8 +335,10 @@ absl::Status Scheduler::Step() {
     const int64_t n = std::min({config_.prefill_chunk, s->prompt_len() - s->cached, budget});
     batch.push_back({absl::MakeConstSpan(s->history).subspan(s->cached, n), s->cached, &s->kv, false, Window(*s)});
     members.push_back(s.get());
+    last_step_.prefill_tokens += n;
     budget -= n;
   }
+  last_step_.sequences = static_cast<int64_t>(members.size());
   logits_.clear();
   const absl::Status st = forward_.Step(batch, &logits_);
   if (!st.ok()) {

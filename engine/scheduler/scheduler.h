@@ -77,6 +77,13 @@ class Scheduler {
   // Step() then make the sink calls; for single-threaded users.
   absl::Status StepAndDeliver();
 
+  // What the last Step() ran, for step-time metrics.
+  struct StepShape {
+    int64_t sequences = 0;       // in the batch
+    int64_t prefill_tokens = 0;  // prompt tokens among its tokens (0: a decode-only step)
+  };
+  const StepShape& last_step() const { return last_step_; }
+
   bool idle() const { return waiting_.empty() && running_.empty(); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
@@ -105,6 +112,7 @@ class Scheduler {
   SchedulerConfig config_;
   // decode_share's account: seconds of chunk-free steps owed to the decoding requests.
   double decode_credit_s_ = 0;
+  StepShape last_step_;
   LlamaForward forward_;
   RequestHandle next_handle_ = 1;
   std::deque<std::unique_ptr<Sequence>> waiting_;

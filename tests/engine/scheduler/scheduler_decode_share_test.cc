@@ -55,12 +55,15 @@ class DecodeShareTest : public ::testing::Test {
     return got;
   }
 
-  // Steps until `c` has its first token; the number of steps that took.
-  int StepsUntilFirstToken(Scheduler& s, const Collected& c) {
+  // Steps until `c` has its first token; the number of steps that took. chunk_free counts
+  // the steps that carried no prompt token (Scheduler::last_step, the step-time metric's phase).
+  int StepsUntilFirstToken(Scheduler& s, const Collected& c, int* chunk_free = nullptr) {
     int steps = 0;
     while (c.tokens.empty() && steps < 1000) {
       EXPECT_TRUE(s.StepAndDeliver().ok());
       ++steps;
+      EXPECT_GE(s.last_step().sequences, 1);
+      if (chunk_free && s.last_step().prefill_tokens == 0) ++*chunk_free;
     }
     return steps;
   }
@@ -75,14 +78,14 @@ class DecodeShareTest : public ::testing::Test {
 TEST_F(DecodeShareTest, ChunkFreeStepsTakeTheirShareAndChangeNoToken) {
   const std::vector<int32_t> chat = Prompt(5, 1), long_prompt = Prompt(640, 3);  // 10 chunks
   const GenerationResult chat_ref = Reference(chat, 60), long_ref = Reference(long_prompt, 4);
-  int steps_for_long[2] = {0, 0};
+  int steps_for_long[2] = {0, 0}, chunk_free[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
     const double share = i == 0 ? 0.0 : 0.5;
     auto sched = MakeScheduler(share);
     auto chat_got = Submit(*sched, chat, 60);
     ASSERT_EQ(StepsUntilFirstToken(*sched, *chat_got), 1);  // it decodes from here on
     auto long_got = Submit(*sched, long_prompt, 4);
-    steps_for_long[i] = StepsUntilFirstToken(*sched, *long_got);
+    steps_for_long[i] = StepsUntilFirstToken(*sched, *long_got, &chunk_free[i]);
     while (!sched->idle()) ASSERT_TRUE(sched->StepAndDeliver().ok());
     ExpectSameGreedy(chat_ref, *chat_got, 1e-3f, "chat, share " + std::to_string(share));
     ExpectSameGreedy(long_ref, *long_got, 1e-3f, "long prompt, share " + std::to_string(share));
@@ -91,6 +94,8 @@ TEST_F(DecodeShareTest, ChunkFreeStepsTakeTheirShareAndChangeNoToken) {
   EXPECT_EQ(steps_for_long[0], 10) << "share 0: every step carries a chunk";
   // Share 0.5 on equal steps: chunk, chunk-free, chunk, ... so 10 chunks take 19 steps.
   EXPECT_EQ(steps_for_long[1], 19);
+  EXPECT_EQ(chunk_free[0], 0);
+  EXPECT_EQ(chunk_free[1], 9);
 }
 
 TEST_F(DecodeShareTest, AShortPromptIsPrefilledInAChunkFreeStep) {
