@@ -94,7 +94,7 @@ int RunGenerate(int argc, char** argv) {
                  "  [--device cpu|cuda|auto =cpu] (auto: CUDA when a GPU is present, else CPU)\n"
                  "kvserve generate --model M --prompts-file F (one prompt per line, run as one batch)\n"
                  "  [--kv-memory BYTES|FRACTION=512M (a fraction of free device memory on CUDA)]\n"
-                 "  [--max-batch-tokens N=2048] [--max-waiting N=1024] [--decode-share S=0.1]\n"
+                 "  [--max-batch-tokens N=2048] [--max-waiting N=1024] [--decode-share S=0]\n"
                  "  [--device cpu|cuda|auto =cpu]\n"
                  "KV compression (both forms):\n%s", KvFlagsHelp());
     return 0;

@@ -29,8 +29,11 @@ struct SchedulerConfig {
   // While a long prompt prefills beside requests that are decoding, this share of the
   // engine's time goes to steps without its chunk, so they are not held to one token per
   // chunk (a 512-token chunk at 16K tokens of context takes ~3 s on 2 CPU cores); the long
-  // prompt's prefill takes 1 / (1 - share) as long. 0 = every step carries the chunk. [0, 0.9].
-  double decode_share = 0.1;
+  // prompt's prefill takes 1 / (1 - share) as long. [0, 0.9]. 0 (the default here; `serve`
+  // uses 0.1) keeps steps independent of timing: with a share, which step carries which
+  // chunk depends on the clock, and with it, under --max-batch-tokens, where chunk-mode
+  // compression cuts a prompt.
+  double decode_share = 0;
   // Seconds on a monotonic clock, for decode_share; empty = std::chrono::steady_clock.
   // Tests give a fake one.
   std::function<double()> clock;
