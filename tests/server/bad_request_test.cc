@@ -90,13 +90,6 @@ std::vector<BadCase> Cases() {
   };
 }
 
-grpc::Status CallUnary(ServerProcess& s, const v1::GenerateRequest& r) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  v1::GenerateResponse resp;
-  return v1::Generation::NewStub(s.Channel())->Generate(&ctx, r, &resp);
-}
-
 grpc::Status CallStream(ServerProcess& s, const v1::GenerateRequest& r) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));

@@ -30,10 +30,8 @@ TEST(GrpcDeviceTest, DeviceAutoServesOnTheBackendItFound) {
   }
   r.mutable_stopping()->set_max_new_tokens(6);
   r.mutable_stopping()->set_ignore_eos(true);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   v1::GenerateResponse resp;
-  const grpc::Status st = v1::Generation::NewStub(server->Channel())->Generate(&ctx, r, &resp);
+  const grpc::Status st = CallUnary(*server, r, &resp);
   ASSERT_TRUE(st.ok()) << st.error_message();
   ASSERT_EQ(resp.completions_size(), 3);
   for (const v1::Completion& c : resp.completions()) EXPECT_EQ(c.token_ids_size(), 6);

@@ -28,10 +28,8 @@ TEST(GrpcKvDTypeTest, Fp16PagesDoubleThePoolAndServe) {
   r.add_prompts()->set_text("once upon a time there was a cache that kept only half the bytes");
   r.mutable_stopping()->set_max_new_tokens(8);
   r.mutable_stopping()->set_ignore_eos(true);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   v1::GenerateResponse resp;
-  const grpc::Status st = v1::Generation::NewStub(f16->Channel())->Generate(&ctx, r, &resp);
+  const grpc::Status st = CallUnary(*f16, r, &resp);
   ASSERT_TRUE(st.ok()) << st.error_message();
   ASSERT_EQ(resp.completions_size(), 1);
   const v1::Completion& c = resp.completions(0);

@@ -153,6 +153,13 @@ std::string HttpGet(int port, const std::string& path) {
   return body == std::string::npos ? "" : out.substr(body + 4);
 }
 
+grpc::Status CallUnary(const ServerProcess& s, const v1::GenerateRequest& r, v1::GenerateResponse* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::GenerateResponse ignored;
+  return v1::Generation::NewStub(s.Channel())->Generate(&ctx, r, resp ? resp : &ignored);
+}
+
 std::string RunCommand(const std::string& command) {
   std::string out;
   FILE* p = popen(command.c_str(), "r");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
+#include "kvserve/v1/generation.grpc.pb.h"
 
 namespace kvserve::testing {
 
@@ -49,6 +50,9 @@ class ServerProcess {
   std::string dir_;
   bool exited_ = false;
 };
+
+// One unary Generate on the server with a 60 s deadline; the response into *resp when given.
+grpc::Status CallUnary(const ServerProcess& s, const v1::GenerateRequest& r, v1::GenerateResponse* resp = nullptr);
 
 // GET http://127.0.0.1:port/path; the body, or "" on any error.
 std::string HttpGet(int port, const std::string& path);
