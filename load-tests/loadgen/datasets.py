@@ -3,7 +3,8 @@ read) in the served model's tokens:
 
   short    chat-sized questions about a passage (--input-len tokens, a distribution around it)
   long     long documents (--long-len tokens) with a request to summarize
-  bimodal  short ones with a --long-fraction of long ones mixed in: head-of-line blocking
+  bimodal  short ones with a --long-fraction of long ones mixed in at random places: head-of-line
+           blocking
   needle   a pass key hidden at a random depth of a haystack, at each of --needle-lengths in turn;
            the answer is checked (needle_found in the result)
 
@@ -102,8 +103,9 @@ class Builder:
                 out.append(self.short())
             elif a.dataset == "long":
                 out.append(self.long())
-            elif a.dataset == "bimodal":
-                out.append(self.long() if self.rng.random() < a.long_fraction else self.short())
+            elif a.dataset == "bimodal":  # exactly round(n * fraction) long ones (at least one), shuffled later
+                n_long = max(1, round(n * a.long_fraction)) if a.long_fraction > 0 else 0
+                out.append(self.long() if i < n_long else self.short())
             elif a.dataset == "needle":
                 out.append(self.needle(a.needle_lengths[i % len(a.needle_lengths)]))
             else:

@@ -74,9 +74,11 @@ class Scraper:
         self.samples.append(sample)
 
     def _loop(self):
-        while not self._stop.is_set():
+        # A sample before the first wait, so even a run shorter than the interval has its start.
+        while True:
             self._sample()
-            self._stop.wait(self.interval)
+            if self._stop.wait(self.interval):
+                return
 
     def pool_bytes(self):
         """The KV pool's size in bytes: pages in all times bytes per page, read off a sample that
