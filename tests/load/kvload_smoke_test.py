@@ -7,8 +7,9 @@ sane values, RESOURCE_EXHAUSTED counted (not a crash) when the full cache cannot
 while SnapKV in chunk mode serves the same prompts, the /metrics time series, progress lines,
 and the report (report.md, report.html, PNGs) rendered by headless Chromium with the plots in it.
 
-Usage: kvload_smoke_test.py KVSERVE --model random:tiny|PATH.gguf [--kv-memory 1M] [--long 1500]
-         [--needle 1024,3000] [--budget 128] [--screenshot]  (run with the venv of load-tests/setup-venv.sh)
+Usage: kvload_smoke_test.py KVSERVE [--venv VENV] --model random:tiny|PATH.gguf [--kv-memory 1M] [--long 1500]
+         [--needle 1024,3000] [--budget 128] [--screenshot]
+       (--venv: the venv of load-tests/setup-venv.sh, else the running Python must have its packages)
 """
 import argparse
 import glob
@@ -133,9 +134,19 @@ def check_screenshot(rep):
     check(coloured > 0.002, f"screenshot shows the coloured plots ({coloured:.2%} coloured pixels)")
 
 
+def reexec_in(venv):
+    """Run under the venv's Python (load-tests/setup-venv.sh made it), where kvserve_client is."""
+    python = os.path.join(venv, "bin", "python")
+    if os.path.realpath(sys.prefix) != os.path.realpath(venv):
+        if not os.path.exists(python):
+            sys.exit(f"FAIL: no venv at {venv}: run load-tests/setup-venv.sh {venv}")
+        os.execv(python, [python, *sys.argv])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kvserve")
+    ap.add_argument("--venv", help="run in this venv (made by load-tests/setup-venv.sh)")
     ap.add_argument("--model", default="random:tiny")
     ap.add_argument("--kv-memory", default="1M", help="small, so a full-cache long prompt can never fit")
     ap.add_argument("--max-context", type=int, default=4096)
@@ -150,6 +161,8 @@ def main():
     ap.add_argument("--screenshot", action="store_true")
     ap.add_argument("--no-sweep", dest="sweep", action="store_false", help="skip the two-rate sweep")
     a = ap.parse_args()
+    if a.venv:
+        reexec_in(a.venv)
     work = tempfile.mkdtemp(prefix="kvload-smoke-")
     out = os.path.join(work, "results")
     proc, addr, maddr = start_server(a, work)
