@@ -97,7 +97,9 @@ def make_backend(a):
 def result_json(a, run, records, tok, scraper):
     out = {"date": datetime.datetime.now().strftime("%Y%m%d-%H%M%S"), "backend": a.backend,
            "label": a.label or a.backend, "model_id": tok.model_id, "tokenizer_id": tok.model_id,
-           "dataset_name": a.dataset, "num_prompts": len(records), "request_rate": a.request_rate,
+           "dataset_name": a.dataset, "num_prompts": len(records),
+           # "inf" as a string, as vLLM saves it: JSON has no infinity
+           "request_rate": "inf" if math.isinf(a.request_rate) else a.request_rate,
            "burstiness": a.burstiness, "max_concurrency": a.max_concurrency,
            "kv_policy": a.kv_policy, "kv_budget": a.kv_budget, "compress_at": a.compress_at,
            "goodput_slo_ms": a.slo or None}
@@ -149,7 +151,7 @@ def main(argv=None):
         os.makedirs(a.result_dir, exist_ok=True)
         path = os.path.join(a.result_dir, file_name(a, res))
         with open(path, "w") as f:
-            json.dump(res, f)
+            json.dump(res, f, allow_nan=False)
         print(f"[kvload] saved {path}", file=sys.stderr)
     return 0
 

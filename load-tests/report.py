@@ -38,6 +38,8 @@ def fmt(res, key, f):
         return "-"
     if f == "mb":
         return f"{v / 1e6:.1f}"
+    if isinstance(v, str):
+        return v
     if key == "needle_found":
         return f"{v}/{res.get('needle_total', 0)}" if res.get("needle_total") else "-"
     return f.format(v)

@@ -1,6 +1,7 @@
 """The server's state over the run: /metrics scraped every --scrape-interval seconds into a time
 series (KV bytes and pages, RSS, running and waiting requests), in a thread so the event loop
 sending requests never waits on it. Missing or unreachable metrics give an empty series."""
+import math
 import threading
 import time
 import urllib.request
@@ -38,7 +39,8 @@ def parse(text):
 def scrape_once(metrics_addr, timeout=5):
     with urllib.request.urlopen(f"http://{metrics_addr}/metrics", timeout=timeout) as r:
         m = parse(r.read().decode())
-    return {key: m[name] for key, name in SERIES.items() if name in m}
+    # NaN/inf would make the result file invalid JSON; a missing value is plotted as a gap instead.
+    return {key: m[name] for key, name in SERIES.items() if name in m and math.isfinite(m[name])}
 
 
 class Scraper:
