@@ -93,6 +93,26 @@ def check_result(name, r, sent):
     check(len(r["input_lens"]) == len(r["ttfts"]) == len(r["itls"]) == sent, f"{name}: per-request lists of {sent}")
 
 
+def check_peer_fake(work, out):
+    """kvload's llama-server backend against fake_llama_server.py: same fields, no time series."""
+    port_file = os.path.join(work, "peer-port")
+    peer = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_llama_server.py"), port_file])
+    try:
+        until = time.time() + 30
+        while not (os.path.exists(port_file) and open(port_file).read()) and time.time() < until:
+            time.sleep(0.1)
+        port = open(port_file).read()
+        r, _ = kvload("llama-server-fake", f"127.0.0.1:{port}", "", out, "--backend", "llama-server",
+                      "--dataset", "short", "--num-prompts", "4", "--request-rate", "20", "--output-len", "8",
+                      "--len-dist", "fixed", "--max-context", "4096")
+        check(r["completed"] == 4 and r["total_output_tokens"] == 32 and r["p99_tpot_ms"] > 0,
+              f"llama-server backend: 4 streamed completions of 8 tokens ({r['completed']}, {r['total_output_tokens']})")
+        check(all(k in r for k in VLLM_FIELDS), "llama-server backend: vLLM fields present")
+    finally:
+        peer.terminate()
+        peer.wait(timeout=30)
+
+
 def check_report(results, out, screenshot, sweep):
     rep = os.path.join(out, "report")
     p = subprocess.run([sys.executable, os.path.join(LOAD_TESTS, "report.py"), *results, "--out", rep],
@@ -159,6 +179,7 @@ def main():
     ap.add_argument("--output-len", type=int, default=16)
     ap.add_argument("--scale", type=int, default=1, help="divides the prompt counts (slow models)")
     ap.add_argument("--screenshot", action="store_true")
+    ap.add_argument("--peer-fake", action="store_true", help="also drive fake_llama_server.py")
     ap.add_argument("--no-sweep", dest="sweep", action="store_false", help="skip the two-rate sweep")
     a = ap.parse_args()
     if a.venv:
@@ -206,6 +227,8 @@ def main():
         check(r["completed"] == n_needle and r["rejected"] == 0, "needle-snapkv: the same prompts all served")
         check(r["needle_total"] == n_needle, "needle-snapkv: every answer checked for its pass key")
         check(proc.poll() is None, "the server is still running")
+        if a.peer_fake:
+            check_peer_fake(work, out)
         check_report(sorted(glob.glob(os.path.join(out, "*.json"))), work, a.screenshot, a.sweep)
     finally:
         proc.terminate()
