@@ -19,6 +19,7 @@ import math
 import os
 import random
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from loadgen import backends, datasets, scrape, stats, tokenizers  # noqa: E402
@@ -33,6 +34,7 @@ def parse_args(argv=None):
     g.add_argument("--metrics-addr", help="kvserve's /metrics HOST:PORT, scraped during the run")
     g.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between /metrics scrapes")
     g.add_argument("--max-context", type=int, default=8192, help="llama-server only: its context per slot")
+    g.add_argument("--wait-ready", type=float, default=120, help="seconds to wait for a server still loading")
     g = ap.add_argument_group("arrivals")
     g.add_argument("--request-rate", type=float, default=math.inf, help="requests/s (Poisson); inf sends all at once")
     g.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of the gaps; 1 = Poisson, <1 burstier")
@@ -87,8 +89,17 @@ def kv_params(a):
 
 def make_backend(a):
     if a.backend == "kvserve":
-        from kvserve_client import Client
-        tok = tokenizers.KvserveTokenizer(Client(a.addr, timeout=120))
+        from kvserve_client import Client, Unavailable
+        client = Client(a.addr, timeout=120)
+        for attempt in range(int(a.wait_ready * 2) + 1):  # a server that is still loading its model
+            try:
+                client.model_info()
+                break
+            except Unavailable:
+                if attempt >= a.wait_ready * 2:
+                    raise
+                time.sleep(0.5)
+        tok = tokenizers.KvserveTokenizer(client)
         return backends.KvserveBackend(a.addr, a.request_timeout), tok
     url = f"http://{a.addr}"
     return backends.LlamaServerBackend(url, a.request_timeout), tokenizers.LlamaServerTokenizer(url, a.max_context)
