@@ -42,7 +42,7 @@ class Run:
         out_tokens = sum(r.output_len for r in self.records)
         s = self.scraper.last()
         print(f"[kvload {elapsed:7.1f}s] done {done}/{len(self.prompts)} failed {failed} in-flight {self.in_flight} "
-              f"| {done / elapsed if elapsed else 0:.2f} req/s {out_tokens / elapsed if elapsed else 0:.1f} tok/s "
+              f"| {done / elapsed if elapsed else 0:.2f} req/s {out_tokens / elapsed if elapsed else 0:.1f} out tok/s "
               f"| server kv {_mb(s.get('kv_bytes_used'))} rss {_mb(s.get('rss_bytes'))} "
               f"running {s.get('requests_running', '-'):} waiting {s.get('requests_waiting', '-')}",
               file=sys.stderr, flush=True)
