@@ -58,7 +58,8 @@ def cdf(ax, values, label):
 def plot_cdfs(results, out):
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for res in results:
-        ok = res.get("success", [])
+        # vLLM's own result files have no "success": they list completed requests only
+        ok = res.get("success") or [True] * len(res.get("ttfts", []))
         pick = lambda key: [x * 1e3 for x, good in zip(res.get(key, []), ok) if good]
         cdf(axes[0], pick("ttfts"), res["label"])
         cdf(axes[1], [x * 1e3 for xs, good in zip(res.get("itls", []), ok) if good for x in xs], res["label"])
