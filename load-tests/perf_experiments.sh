@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The docs/PERF.md load experiments, scaled to a 2-core CPU host (~15 min): capacity of one
+# The docs/PERF.md load experiments, scaled to a 2-core CPU host (~30 min): capacity of one
 # --kv-memory for 4K-token requests, full cache vs 10% budgets in chunk mode; a rate sweep of
 # short requests; head-of-line blocking of short requests behind 8K prompts with and without
 # --decode-share. Each server is started here on loopback and stopped after its runs; the
 # results and report go to OUT. Needs the venv of setup-venv.sh active and a built kvserve.
+# PEER_LLAMA_SERVER=path/to/llama-server runs the sweep and head-of-line workloads on llama.cpp's
+# server too, right after kvserve's (the same GGUF, threads, seed and prompts; its fp16 cache).
 # Usage: load-tests/perf_experiments.sh [BUILD=build] [OUT=perf-results] [capacity|sweep|hol ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +15,7 @@ model=models/SmolLM2-135M-Instruct.Q4_1.gguf
 threads=${THREADS:-2}
 mkdir -p "$out"
 server_pid=""
+peer=${PEER_LLAMA_SERVER:-}
 
 start_server() {  # flags...: starts kvserve serve, sets ADDR and MADDR
   rm -f "$out/ports"
@@ -24,6 +27,16 @@ start_server() {  # flags...: starts kvserve serve, sets ADDR and MADDR
   ADDR=127.0.0.1:$(sed -n 's/grpc=//p' "$out/ports"); MADDR=127.0.0.1:$(sed -n 's/metrics=//p' "$out/ports")
 }
 stop_server() { kill "$server_pid"; wait "$server_pid" || true; }
+start_peer() {  # SLOTS CTX_PER_SLOT: llama-server with continuous batching; sets ADDR
+  local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$peer" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -c $(($1 * $2)) --parallel "$1" \
+    --cont-batching >>"$out/peer.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+  ADDR=127.0.0.1:$port
+}
+peer_kvload() { python3 load-tests/kvload.py --backend llama-server --addr "$ADDR" --max-context 8192 --save-result \
+  --result-dir "$out" "$@"; }
 kvload() { python3 load-tests/kvload.py --addr "$ADDR" --metrics-addr "$MADDR" --save-result --result-dir "$out" "$@"; }
 
 for exp in $which; do
@@ -36,21 +49,35 @@ for exp in $which; do
         --long-len 4096 --len-dist fixed --num-prompts 10 --output-len 16 "${kv[@]}" --metadata experiment=capacity
       stop_server
     done ;;
-  sweep)
+  sweep)  # plain-text prompts (--no-chat): llama-server gets the very same token ids
+    sweep=(--dataset short --no-chat --input-len 128 --output-len 32 --num-prompts 20 --goodput ttft:1000 tpot:100
+           --metadata experiment=sweep)
     start_server --kv-memory 1G --max-context 8192
-    for rate in 1 2 4 8; do
-      kvload --label sweep-kvserve --result-filename "sweep-$rate.json" --dataset short --input-len 128 \
-        --output-len 32 --request-rate "$rate" --num-prompts 40 --goodput ttft:1000 tpot:100 --metadata experiment=sweep
+    for rate in 0.25 0.5 1 2; do
+      kvload --label sweep-kvserve --result-filename "sweep-kvserve-$rate.json" --request-rate "$rate" "${sweep[@]}"
     done
-    stop_server ;;
-  hol)  # short requests at 1 req/s; 2 of the 40 are 8K-token documents
+    stop_server
+    if [ -n "$peer" ]; then
+      start_peer 16 1024
+      for rate in 0.25 0.5 1 2; do
+        peer_kvload --label sweep-llama-server --result-filename "sweep-llama-server-$rate.json" --request-rate "$rate" \
+          "${sweep[@]}"
+      done
+      stop_server
+    fi ;;
+  hol)  # short requests at 0.5 req/s; 2 of the 30 are 8K-token documents
+    hol=(--dataset bimodal --no-chat --long-len 8000 --len-dist fixed --long-fraction 0.067 --input-len 128
+         --output-len 32 --request-rate 0.5 --num-prompts 30 --goodput ttft:1000 tpot:100 --metadata experiment=hol)
     for share in 0 0.1; do
       start_server --kv-memory 1G --max-context 8192 --decode-share "$share"
-      kvload --label "hol-decode-share-$share" --result-filename "hol-$share.json" --dataset bimodal \
-        --long-len 8192 --len-dist fixed --long-fraction 0.05 --input-len 128 --output-len 32 \
-        --request-rate 1 --num-prompts 40 --goodput ttft:1000 tpot:100 --metadata experiment=hol
+      kvload --label "hol-kvserve-decode-share-$share" --result-filename "hol-kvserve-$share.json" "${hol[@]}"
       stop_server
-    done ;;
+    done
+    if [ -n "$peer" ]; then
+      start_peer 8 8192
+      peer_kvload --label hol-llama-server --result-filename hol-llama-server.json "${hol[@]}"
+      stop_server
+    fi ;;
   esac
 done
 python3 load-tests/report.py "$out"/*.json --out "$out/report"
