@@ -79,7 +79,7 @@ def plot_over_time(results, out):
         rows = list(zip(res.get("start_times", []), res.get("ttfts", []), res.get("e2els", []),
                         res.get("kinds", []), res.get("success", [])))
         for start, ttft, _, kind, ok in rows:
-            if ok and kind in ("long", "needle"):  # the long prompt's prefill: what short requests wait behind
+            if ok and kind in ("long", "needle"):  # queue + prefill of a long prompt: what short ones wait behind
                 ax.axvspan(start, start + ttft, color="orange", alpha=0.15, lw=0)
         for kind, marker in (("short", "o"), ("long", "s"), ("needle", "^")):
             pts = [(s + e, e * 1e3) for s, t, e, k, ok in rows if ok and k == kind]
@@ -88,7 +88,7 @@ def plot_over_time(results, out):
         fails = [s for s, t, e, k, ok in rows if not ok]
         if fails:
             ax.scatter(fails, [1] * len(fails), marker="x", color="red", label="failed (sent at)")
-        ax.set(yscale="log", ylabel="ms", title=f"{res['label']}: latency over time (orange: long prefills)")
+        ax.set(yscale="log", ylabel="ms", title=f"{res['label']}: latency over time (orange: long prompts, sent to first token)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
     axes[-1, 0].set_xlabel("seconds since the run started")
