@@ -88,7 +88,8 @@ def plot_over_time(results, out):
         fails = [s for s, t, e, k, ok in rows if not ok]
         if fails:
             ax.scatter(fails, [1] * len(fails), marker="x", color="red", label="failed (sent at)")
-        ax.set(yscale="log", ylabel="ms", title=f"{res['label']}: latency over time (orange: long prompts, sent to first token)")
+        ax.set(yscale="log", ylabel="ms",
+               title=f"{res['label']}: latency over time (orange: long prompts, sent to first token)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
     axes[-1, 0].set_xlabel("seconds since the run started")
