@@ -131,14 +131,15 @@ def plot_rate(results, out):
     if not any(len(g) > 1 for g in groups.values()):
         return None
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(14, 4))
-    for label, g in groups.items():
+    for i, (label, g) in enumerate(groups.items()):  # one colour per configuration
         g.sort(key=lambda r: float(r["request_rate"]))
-        x = [float(r["request_rate"]) for r in g]
-        ax.plot(x, [r["request_throughput"] for r in g], marker="o", label=f"{label} throughput")
+        x, c = [float(r["request_rate"]) for r in g], f"C{i}"
+        ax.plot(x, [r["request_throughput"] for r in g], color=c, marker="o", label=f"{label} throughput")
         if any(r.get("request_goodput") is not None for r in g):
-            ax.plot(x, [r.get("request_goodput") or 0 for r in g], marker="x", ls="--", label=f"{label} goodput")
-        ax2.plot(x, [r["p99_ttft_ms"] for r in g], marker="o", label=f"{label} p99 TTFT")
-        ax2.plot(x, [r["p99_e2el_ms"] for r in g], marker="s", ls="--", label=f"{label} p99 E2E")
+            ax.plot(x, [r.get("request_goodput") or 0 for r in g], color=c, marker="x", ls="--",
+                    label=f"{label} goodput")
+        ax2.plot(x, [r["p99_ttft_ms"] for r in g], color=c, marker="o", label=f"{label} p99 TTFT")
+        ax2.plot(x, [r["p99_e2el_ms"] for r in g], color=c, marker="s", ls="--", label=f"{label} p99 E2E")
     ax.set(xlabel="offered request rate (req/s)", ylabel="completed req/s", title="throughput and goodput")
     ax2.set(xlabel="offered request rate (req/s)", ylabel="ms", yscale="log", title="p99 latency")
     for a in (ax, ax2):
