@@ -5,18 +5,20 @@
 #   deploy/build-image.sh                      full build from source  -> kvserve:latest
 #   deploy/build-image.sh --prebuilt build     runtime from host binaries (fast; CI)
 #   deploy/build-image.sh --cuda               CUDA backend             -> kvserve:cuda
+#   ... --stack                                also kvserve-prometheus and kvserve-nginx (compose)
 # Options: --tag NAME, --model GGUF (with --prebuilt; default models/<default>.gguf if present).
 # Env: KVSERVE_BASE / KVSERVE_RUNTIME_BASE (base images), MIRROR (debootstrap mirror).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-prebuilt="" cuda=0 tag="" model=""
+prebuilt="" cuda=0 tag="" model="" stack=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$(cd "$2" && pwd); shift 2 ;;
     --cuda) cuda=1; shift ;;
+    --stack) stack=1; shift ;;
     --tag) tag=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
-    *) sed -n '2,11p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,12p' "$0" >&2; exit 2 ;;
   esac
 done
 engine=${CONTAINER_ENGINE:-}
@@ -78,5 +80,10 @@ elif [ "$cuda" = 1 ]; then
   "${build[@]}" "${args[@]}" --target cuda -t "${tag:-kvserve:cuda}" "$root"
 else
   "${build[@]}" "${args[@]}" --target runtime -t "${tag:-kvserve:latest}" "$root"
+fi
+if [ "$stack" = 1 ]; then
+  for svc in prometheus nginx; do
+    "${build[@]}" --build-arg "BASE=$runtime_base" -t "kvserve-$svc:latest" "$root/deploy/$svc"
+  done
 fi
 echo "build-image: built ${tag:-kvserve:$([ "$cuda" = 1 ] && echo cuda || echo latest)} with $engine"
