@@ -7,7 +7,8 @@
 #   deploy/build-image.sh --cuda               CUDA backend             -> kvserve:cuda
 #   ... --stack                                also kvserve-prometheus and kvserve-nginx (compose)
 # Options: --tag NAME, --model GGUF (with --prebuilt; default models/<default>.gguf if present).
-# Env: KVSERVE_BASE / KVSERVE_RUNTIME_BASE (base images), MIRROR (debootstrap mirror).
+# Env: KVSERVE_BASE / KVSERVE_RUNTIME_BASE (base images), MIRROR (debootstrap mirror),
+# KVSERVE_BUILD_OPTS (more build flags, e.g. --no-cache).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 prebuilt="" cuda=0 tag="" model="" stack=0
@@ -71,15 +72,18 @@ case "$engine" in
   buildah) build=(buildah bud --isolation chroot --pull=never --format docker --layers) ;;
   docker) build=(docker build) ;;
 esac
+build+=(${KVSERVE_BUILD_OPTS:-})   # e.g. --no-cache
 if [ -n "$prebuilt" ]; then
   stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
   [ -n "$model" ] || { m=$root/models/SmolLM2-135M-Instruct.Q4_1.gguf; [ -f "$m" ] && model=$m; }
   "$root/deploy/stage-runtime.sh" "$stage" "$prebuilt/kvserve" "$prebuilt/kvctl" $model
   "${build[@]}" "${args[@]}" --target runtime-prebuilt -t "${tag:-kvserve:latest}" "$stage"
-elif [ "$cuda" = 1 ]; then
-  "${build[@]}" "${args[@]}" --target cuda -t "${tag:-kvserve:cuda}" "$root"
 else
-  "${build[@]}" "${args[@]}" --target runtime -t "${tag:-kvserve:latest}" "$root"
+  # The model enters through the context (.containerignore lets it in): the host's network
+  # set-up (proxies, CAs) works, a build container's may not.
+  "$root/scripts/fetch-model.sh" >/dev/null
+  target=runtime; [ "$cuda" = 1 ] && target=cuda
+  "${build[@]}" "${args[@]}" --target "$target" -t "${tag:-kvserve:$([ "$cuda" = 1 ] && echo cuda || echo latest)}" "$root"
 fi
 if [ "$stack" = 1 ]; then
   for svc in prometheus nginx; do

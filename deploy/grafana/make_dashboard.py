@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes kvserve.json, the Grafana dashboard, from the panel list below.
 
-Edit this file, not the JSON: `python3 make_dashboard.py` regenerates it, and
+Edit this file, not the JSON: `python3 make_dashboard.py [OUT]` regenerates it, and
 deploy/check.sh fails when the two differ. Panel ids are assigned in order, so they are
 unique by construction; every query filters on the $instance variable.
 """
@@ -147,5 +147,6 @@ def dashboard():
 
 
 if __name__ == "__main__":
-    out = pathlib.Path(__file__).with_name("kvserve.json")
+    import sys
+    out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).with_name("kvserve.json"))
     out.write_text(json.dumps(dashboard(), indent=1) + "\n")
