@@ -5,6 +5,10 @@
 # kubernetes-validate, yamllint. Prints the venv's bin folder.
 set -euo pipefail
 pkgs=(podman buildah runc netavark aardvark-dns debootstrap uidmap nginx python3-venv prometheus curl)
+# kubectl (kustomize v5 built in) comes from the Kubernetes/Cloud SDK apt repository where the
+# machine has one; Debian's own kubernetes-client (1.20) bundles a kustomize too old for
+# deploy/k8s, so it is not a substitute.
+command -v kubectl >/dev/null || ! apt-cache policy kubectl 2>/dev/null | grep -q 'Candidate: [0-9]' || pkgs+=(kubectl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
