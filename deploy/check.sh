@@ -59,6 +59,8 @@ grpc_port=$(sed -n 's/grpc=//p' "$tmp/ports"); metrics_port=$(sed -n 's/metrics=
 "$build/kvctl" health --addr "127.0.0.1:$grpc_port" --wait 60 >/dev/null
 "$build/kvctl" generate --addr "127.0.0.1:$grpc_port" --prompt "names" --max-new-tokens 2 >/dev/null
 curl -sf "http://127.0.0.1:$metrics_port/metrics" > "$tmp/direct.txt"
+[ "$(curl -sf "http://127.0.0.1:$metrics_port/ready")" = ready ]   # HTTP probes beside /metrics
+"$build/kvctl" top --metrics "127.0.0.1:$metrics_port" --count 1 | grep -q '^KV pages'
 kill "$direct"; wait "$direct" || true
 python3 grafana/check_dashboard.py grafana/kvserve.json --scrape "$tmp/direct.txt"
 [ "${KVSERVE_DEPLOY_CHECK:-all}" = files ] && { step "files only: done"; exit 0; }
