@@ -20,6 +20,7 @@ cleanup() {
   if [ ${#compose[@]} -gt 0 ]; then
     [ -n "${failed:-}" ] && timeout 30 "${compose[@]}" logs > "$tmp/compose.log" 2>&1 && tail -40 "$tmp/compose.log"
     timeout 120 "${compose[@]}" down -t 5 >/dev/null 2>&1 || true
+    podman network rm -f "${project}_default" >/dev/null 2>&1 || true   # down leaves it
   fi
   rm -rf "$tmp"
 }
