@@ -37,7 +37,10 @@ PANELS = [
      "From arrival to the last token, finished requests only."),
     ("Requests", "Token throughput", "tokens/s", "ts",
      [(f"sum(rate(kvserve_prompt_tokens_total{SEL}[{RI}]))", "prompt tokens/s"),
-      (f"sum(rate(kvserve_generation_tokens_total{SEL}[{RI}]))", "generation tokens/s")], ""),
+      (f"sum(rate(kvserve_generation_tokens_total{SEL}[{RI}]))", "generation tokens/s"),
+      (f"sum(rate(kvserve_step_batch_size_sum{SEL}[{RI}]))", "live: sequences per step /s")],
+     "The token counters move when a request finishes; sequences per engine step (one token each in "
+     "decode) is the live rate during long generations."),
     ("Requests", "Time per output token", "s", "ts", quantiles("kvserve_inter_token_latency_seconds"),
      "Gap between consecutive tokens of one request."),
     ("Requests", "Time to first token", "s", "ts", quantiles("kvserve_time_to_first_token_seconds"), ""),
