@@ -43,8 +43,13 @@ make_base() {
   mirror=${mirror:-http://deb.debian.org/debian}
   local rootfs; rootfs=$(mktemp -d /var/tmp/kvserve-rootfs.XXXXXX)
   echo "build-image: debootstrap bookworm from $mirror"
+  # One retry: a mirror hiccup should not fail CI.
   debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
+    || { rm -rf "$rootfs"; mkdir "$rootfs"; debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$rootfs.log" 2>&1; } \
     || { tail -20 "$rootfs.log" >&2; exit 1; }
+  # debootstrap lists only "bookworm main"; images also need point and security updates.
+  printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s-security bookworm-security main\n' \
+    "$mirror" "$mirror" "${mirror%/}" > "$rootfs/etc/apt/sources.list"
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
   case "$engine" in
     buildah) tar -C "$rootfs" -c . | podman import - "$local_base" 2>/dev/null \
