@@ -86,6 +86,16 @@ def main():
                         errors.append(f"{p['title']} [{t['refId']}]: no data for {q}")
                 except Exception as e:  # noqa: BLE001 - any failure is a check failure
                     errors.append(f"{p['title']} [{t['refId']}]: {e} for {q}")
+    # Template variables: label_values(METRIC, LABEL) must name a live metric and, with
+    # Prometheus, list at least one value (else the dashboard's instance picker is empty).
+    for v in d.get("templating", {}).get("list", []):
+        m = re.match(r"label_values\((\w+),\s*(\w+)\)", v.get("definition", ""))
+        if not m:
+            continue
+        if m.group(1) not in live:
+            errors.append(f"variable ${v['name']}: {m.group(1)} not in the live scrape")
+        elif a.prometheus and not query(a.prometheus, f"count by ({m.group(2)}) ({m.group(1)})"):
+            errors.append(f"variable ${v['name']}: no {m.group(2)} values")
     for s in skipped:
         print("check_dashboard: skipped", s)
     for e in errors:
