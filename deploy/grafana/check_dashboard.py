@@ -6,7 +6,8 @@
 - valid JSON, unique panel ids, every panel the issue asks for is there;
 - every kvserve_ metric a query names exists in the scrape (a live GET /metrics);
 - with --prometheus: every query, with $instance = .* and $__rate_interval = 1m, returns at
-  least one series (so send traffic first).
+  least one series (so send traffic first);
+- label_values() template variables name a live metric (and list values, with Prometheus).
 Metrics that exist only in some deployments (a GPU, a cgroup memory limit) may be absent; the
 queries using them are reported as skipped, not failed.
 """
