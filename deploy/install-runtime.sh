@@ -9,6 +9,7 @@ DEBIAN_FRONTEND=noninteractive xargs -a "$src/runtime-packages.txt" \
   apt-get install -y -qq --no-install-recommends
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 install -m 0755 "$src/kvserve" "$src/kvctl" /usr/local/bin/
+install -m 0755 "$src/entrypoint.sh" /usr/local/bin/kvserve-entrypoint
 if [ -n "$(ls -A "$src/lib")" ]; then
   mkdir -p /usr/local/lib/kvserve && cp -a "$src/lib/." /usr/local/lib/kvserve/
   echo /usr/local/lib/kvserve > /etc/ld.so.conf.d/kvserve.conf

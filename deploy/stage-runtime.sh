@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out/lib" "$out/model"
 cp "$kvserve" "$kvctl" "$out/"
 [ -z "$model" ] || cp "$model" "$out/model/"
-cp "$here/install-runtime.sh" "$out/"
+cp "$here/install-runtime.sh" "$here/entrypoint.sh" "$out/"
 : > "$out/runtime-packages.txt.tmp"
 for lib in $(ldd "$kvserve" "$kvctl" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
   real=$(readlink -f "$lib")
