@@ -112,9 +112,13 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
   const auto t0 = Clock::now();
   int64_t pos = 0;
   while (pos < static_cast<int64_t>(prompt.size())) {
-    const int64_t n = std::min<int64_t>(o.prefill_chunk, static_cast<int64_t>(prompt.size()) - pos);
+    // A compressor's step may carry a probe of the question after the chunk (chunk mode).
+    const SequenceCompressor::PrefillStep chunk =
+        compressor ? compressor->NextPrefill(prompt, pos, o.prefill_chunk, seq)
+                   : SequenceCompressor::PlainPrefill(prompt, pos, o.prefill_chunk);
+    const int64_t n = chunk.prompt_tokens;
     logits.clear();
-    ForwardRequest req{prompt.subspan(pos, n), pos, &seq, false, window};
+    ForwardRequest req{chunk.tokens, pos, &seq, false, window};
     if (absl::Status st = forward.Step({&req, 1}, &logits); !st.ok()) return st;
     pos += n;
     if (absl::Status st = after_step(pos == prompt_len); !st.ok()) return st;

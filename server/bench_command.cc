@@ -123,6 +123,7 @@ int RunBench(int argc, char** argv) {
   double best_prefill = 1e30, best_decode = 1e30;
   CompressionStats best_stats;
   int64_t peak_pages = 0;
+  bool probes_question = false;
   for (int64_t r = 0; r < *repeats; ++r) {
     std::vector<std::unique_ptr<SequenceCompressor>> comps(static_cast<size_t>(nb));
     PagePoolShape shape{0, *page_size, c.n_kv_heads, c.head_dim, *kv_dtype};
@@ -132,6 +133,7 @@ int RunBench(int argc, char** argv) {
         if (!made.ok()) return BenchFail(made.status());
         comps[b] = *std::move(made);
         shape.num_pages += comps[b]->PeakPages();
+        probes_question = comps[b]->ProbesQuestion();
       } else {
         shape.num_pages += PeakPagesForRequest(*n_prompt, *n_new, shape.page_size, c.n_layers);
       }
@@ -147,12 +149,17 @@ int RunBench(int argc, char** argv) {
     std::vector<int32_t> next(static_cast<size_t>(nb));
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t b = 0; b < nb; ++b) {
-      for (int64_t pos = 0; pos < *n_prompt; pos += *chunk) {
-        const int64_t n = std::min(*chunk, *n_prompt - pos);
+      for (int64_t pos = 0; pos < *n_prompt;) {
+        // As served: in chunk mode a step may carry a probe of the question after the chunk.
+        const auto prompt = absl::MakeConstSpan(prompts[b]);
+        const SequenceCompressor::PrefillStep chunk_step =
+            comps[b] ? comps[b]->NextPrefill(prompt, pos, *chunk, seqs[b])
+                     : SequenceCompressor::PlainPrefill(prompt, pos, *chunk);
         logits.clear();
-        ForwardRequest req{absl::MakeConstSpan(prompts[b]).subspan(pos, n), pos, &seqs[b], false, window(b)};
+        ForwardRequest req{chunk_step.tokens, pos, &seqs[b], false, window(b)};
         if (auto st = fwd.Step({&req, 1}, &logits); !st.ok()) return BenchFail(st);
-        if (auto st = compress(b, pos + n == *n_prompt); !st.ok()) return BenchFail(st);
+        pos += chunk_step.prompt_tokens;
+        if (auto st = compress(b, pos == *n_prompt); !st.ok()) return BenchFail(st);
       }
       next[b] = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
@@ -183,12 +190,14 @@ int RunBench(int argc, char** argv) {
   const int64_t page_bytes = PagePool::PageBytes({0, *page_size, c.n_kv_heads, c.head_dim, *kv_dtype});
   std::printf("{\"engine\":\"kvserve\",\"batch\":%lld,\"prompt_tokens\":%lld,\"new_tokens\":%lld,"
               "\"prefill_chunk\":%lld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,"
-              "\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"kv_budget\":%g,\"peak_kv_pages\":%lld,"
+              "\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"chunk_scoring\":\"%s\",\"kv_budget\":%g,"
+              "\"peak_kv_pages\":%lld,"
               "\"peak_kv_bytes\":%lld,\"prefill_compress_seconds\":%.4f,\"select_seconds\":%.4f,"
               "\"compact_seconds\":%.4f}\n",
               static_cast<long long>(nb), static_cast<long long>(*n_prompt), static_cast<long long>(*n_new),
               static_cast<long long>(*chunk), nb * *n_prompt / best_prefill, nb * *n_new / best_decode,
-              kv->policy.c_str(), std::string(CompressAtName(kv->at)).c_str(), kv->active() ? kv->budget : 1.0,
+              kv->policy.c_str(), std::string(CompressAtName(kv->at)).c_str(),
+              probes_question ? "question" : "window", kv->active() ? kv->budget : 1.0,
               static_cast<long long>(peak_pages), static_cast<long long>(peak_pages * page_bytes),
               best_stats.select_seconds + best_stats.compact_seconds, best_stats.select_seconds,
               best_stats.compact_seconds);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "engine/eval/eval_runner.h"
 #include "engine/model/chat_template.h"
 #include "engine/model/model_loader.h"
+#include "nlohmann/json.hpp"
 #include "server/cli_args.h"
 
 namespace kvserve {
@@ -91,8 +93,9 @@ absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
   if (!policies.ok()) return policies.status();
   for (const std::string& p : *policies) {
     CompressionSettings s = plan.base;
-    ApplyPolicySpec(p, &s);
-    if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) {
+    absl::Status st = ApplyPolicySpec(p, &s);
+    if (st.ok()) st = ValidateCompressionSettings(s, model.config.n_layers);
+    if (!st.ok()) {
       return FlagError("policies", p, std::string(st.message()));
     }
     plan.policies.push_back(p);
@@ -177,7 +180,9 @@ absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
 const char* kEvalHelp =
     "kvserve eval --model PATH|random:PRESET\n"
     "  [--policies full,streaming,snapkv,pyramid,criticalkv] (also mergereduce:random|cluster; POLICY@PLAN\n"
-    "  picks a budget plan per row: snapkv@ripple, criticalkv@pyramid) [--ripple-profile PROFILE.json --ripple-r 8 --ripple-gamma 4]\n"
+    "  picks a budget plan per row: snapkv@ripple, criticalkv@pyramid; POLICY/MODE when it compresses:\n"
+    "  snapkv/prefill_end, snapkv/chunk (question scoring), snapkv/chunk:window, keydiff/chunk)\n"
+    "  [--ripple-profile PROFILE.json --ripple-r 8 --ripple-gamma 4]\n"
     "  [--budgets 0.1,0.2,0.3 (fractions of the context)] [--auto-risks 0.1,0.2 (auto:RISK rows; the\n"
     "  cells then show the budget the risk picked, as a share of the context, in parentheses)]\n"
     "  [--contexts 2048,4096,7500 (tokens)] [--tasks kl,passkey,multikey] [--samples N=3]\n"
@@ -186,6 +191,7 @@ const char* kEvalHelp =
     "  [--page-size N=16] [--prefill-chunk N=512] [--kv-window N=64] [--first-stage-ratio R=0.5]\n"
     "  [--pool-kernel K=5] [--sink-tokens N=4] [--reduce-protected-dims N=128]\n"
     "  [--compress-at prefill_end|chunk=prefill_end] [--verbose (a line per configuration, with its answer)]\n"
+    "  [--json FILE (every cell with its samples, interval, answer NLL gap and KV peak)]\n"
     "Each context is prefilled once with the full cache; with prefill_end each policy x budget compresses\n"
     "a copy at the end of the prompt, with chunk it prefills again, compressing after every chunk.\n"
     "Progress goes to stderr, the markdown table and the wall time to stdout.\n";
@@ -199,7 +205,7 @@ int RunEval(int argc, char** argv) {
       "model",        "policies", "budgets", "contexts",     "tasks",     "samples",       "continuation",
       "answer-tokens", "corpus",  "seed",    "prompt-style", "page-size", "prefill-chunk", "kv-window",
       "first-stage-ratio", "pool-kernel", "sink-tokens", "ripple-profile", "ripple-r", "ripple-gamma",
-      "compress-at", "reduce-protected-dims", "auto-risks"};
+      "compress-at", "reduce-protected-dims", "auto-risks", "json"};
   EVAL_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"help", "verbose"}));
   if (args.Flag("help")) {
     std::fputs(kEvalHelp, stderr);
@@ -229,6 +235,22 @@ int RunEval(int argc, char** argv) {
   std::fputs(FormatEvalTable(table).c_str(), stdout);
   std::printf("\nwall time %.1f s (%lld contexts prefilled, %lld configurations scored)\n", wall,
               static_cast<long long>(table.contexts_prefilled), static_cast<long long>(table.configs_scored));
+  if (auto path = args.Get("json")) {
+    std::string command = "kvserve";
+    for (int i = 1; i < argc; ++i) absl::StrAppend(&command, " ", argv[i]);
+    const nlohmann::json meta = {{"command", command},
+                                 {"model", *model_spec},
+                                 {"samples", plan.samples},
+                                 {"prompt_style", std::string(PromptStyleName(plan.style))},
+                                 {"window", plan.base.window},
+                                 {"prefill_chunk", plan.prefill_chunk},
+                                 {"page_size", plan.page_size},
+                                 {"seed", plan.seed},
+                                 {"wall_seconds", wall}};
+    std::ofstream out(*path);
+    out << EvalTableJson(table, meta.dump()) << "\n";
+    if (!out) return EvalFail(absl::InvalidArgumentError(absl::StrCat("--json: cannot write '", *path, "'")));
+  }
   return 0;
 }
 

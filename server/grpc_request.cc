@@ -8,17 +8,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/compress/compression_settings.h"
 #include "engine/model/chat_template.h"
 #include "engine/model/sampling_params.h"
 
 namespace kvserve {
-
-const std::vector<std::string>& KvPolicyNames() {
-  static const std::vector<std::string> names = {"full",    "streaming",          "snapkv",
-                                                 "criticalkv", "pyramid",      "mergereduce:random",
-                                                 "mergereduce:cluster"};
-  return names;
-}
 
 namespace {
 
@@ -110,12 +104,30 @@ absl::Status CheckKv(const ServeContext& ctx, const v1::KvCacheParams& kv) {
   if (!kv.compress_at().empty() && !OneOf(kv.compress_at(), {"prefill_end", "chunk"})) {
     return Bad("kv.compress_at '", kv.compress_at(), "' is unknown; use prefill_end or chunk");
   }
+  if (!kv.chunk_scoring().empty() && !OneOf(kv.chunk_scoring(), {"question", "window"})) {
+    return Bad("kv.chunk_scoring '", kv.chunk_scoring(), "' is unknown; use question or window");
+  }
+  if (kv.has_question_tokens()) {
+    const int64_t n = kv.question_tokens();
+    if (n < 1 || n > kMaxScoringQueries) {
+      return Bad("kv.question_tokens must be in [1, ", kMaxScoringQueries, "], got ", n);
+    }
+    if (kv.chunk_scoring() == "window") {
+      return Bad("kv.question_tokens ", n, " needs kv.chunk_scoring question, got window");
+    }
+    if (kv.compress_at() == "prefill_end") {
+      return Bad("kv.question_tokens ", n, " needs kv.compress_at chunk (prefill_end scores with the window), "
+                 "got prefill_end");
+    }
+  }
   if (kv.has_first_stage_ratio() && !(kv.first_stage_ratio() > 0 && kv.first_stage_ratio() <= 1)) {
     return Bad("kv.first_stage_ratio must be in (0, 1], got ", kv.first_stage_ratio());
   }
-  if (kv.has_window() && kv.window() < 1) return Bad("kv.window must be >= 1, got ", kv.window());
-  if (kv.has_pool_kernel() && (kv.pool_kernel() < 1 || kv.pool_kernel() % 2 == 0)) {
-    return Bad("kv.pool_kernel must be odd and >= 1, got ", kv.pool_kernel());
+  if (kv.has_window() && (kv.window() < 1 || kv.window() > kMaxScoringQueries)) {
+    return Bad("kv.window must be in [1, ", kMaxScoringQueries, "], got ", kv.window());
+  }
+  if (kv.has_pool_kernel() && (kv.pool_kernel() < 1 || kv.pool_kernel() % 2 == 0 || kv.pool_kernel() > 255)) {
+    return Bad("kv.pool_kernel must be odd and in [1, 255], got ", kv.pool_kernel());
   }
   if (kv.has_reduce_protected_dims() && kv.reduce_protected_dims() < 1) {
     return Bad("kv.reduce_protected_dims must be >= 1, got ", kv.reduce_protected_dims());
@@ -221,6 +233,8 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
     r.kv_pool_kernel = kv.has_pool_kernel() ? kv.pool_kernel() : 0;
     r.layer_quota.assign(kv.layer_budgets().begin(), kv.layer_budgets().end());
     r.kv_reduce_protected_dims = kv.has_reduce_protected_dims() ? kv.reduce_protected_dims() : 0;
+    r.kv_chunk_scoring = kv.chunk_scoring();
+    if (kv.has_question_tokens()) r.kv_question_tokens = kv.question_tokens();
     out.push_back(std::move(r));
   }
   return out;

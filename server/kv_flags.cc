@@ -10,7 +10,7 @@ const std::vector<std::string>& KvFlagNames() {
   static const std::vector<std::string> names = {"kv-policy",   "kv-budget",         "budget-plan", "compress-at",
                                                  "kv-window",   "first-stage-ratio", "pool-kernel", "sink-tokens",
                                                  "ripple-r",    "ripple-gamma",      "reduce-protected-dims",
-                                                 "kv-dtype"};
+                                                 "kv-dtype",    "chunk-scoring",     "question-tokens"};
   return names;
 }
 
@@ -20,6 +20,8 @@ const char* KvFlagsHelp() {
          "  (fraction <= 1 of the prompt, tokens per layer, or picked per request from the prompt's\n"
          "  estimated risk, with prefill_end) [--budget-plan uniform|pyramid|ripple:PROFILE.json]\n"
          "  [--ripple-r R=8] [--ripple-gamma G=4] [--compress-at prefill_end|chunk=prefill_end]\n"
+         "  [--chunk-scoring question|window=question] (chunk mode: score each chunk with the question's\n"
+         "  queries or the chunk's own) [--question-tokens N (the prompt's last N tokens; default the window)]\n"
          "  [--kv-window N=64] [--first-stage-ratio R=0.5] [--pool-kernel K=5] [--sink-tokens N=4]\n"
          "  [--reduce-protected-dims M=128 (mergereduce:cluster, capped at head_dim)]\n"
          "  [--kv-dtype f32|f16=f32] (K/V storage; f16 halves KV memory, CPU backend only)\n";
@@ -51,6 +53,16 @@ absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, const 
     absl::StatusOr<CompressAt> at = ParseCompressAt(*p);
     if (!at.ok()) return absl::InvalidArgumentError(absl::StrCat("--compress-at: ", at.status().message()));
     s.at = *at;
+  }
+  if (auto p = a.Get("chunk-scoring")) {
+    absl::StatusOr<ChunkScoring> scoring = ParseChunkScoring(*p);
+    if (!scoring.ok()) return absl::InvalidArgumentError(absl::StrCat("--chunk-scoring: ", scoring.status().message()));
+    s.chunk_scoring = *scoring;
+  }
+  if (a.Get("question-tokens")) {
+    absl::StatusOr<int64_t> n = a.GetInt("question-tokens", 0);
+    if (!n.ok()) return n.status();
+    s.question_tokens = *n;
   }
   // --kv-budget auto:RISK picks the budget per request (auto_budget.h); a number fixes it.
   const std::optional<std::string> budget_text = a.Get("kv-budget");

@@ -78,10 +78,24 @@ void MetricsHttpServer::Serve(int fd) {
     if (n <= 0) break;
     request.append(buf, n);
   }
-  const bool metrics = request.rfind("GET /metrics ", 0) == 0 || request.rfind("GET /metrics?", 0) == 0;
-  const std::string body = metrics ? Exposition() : "not found: scrape GET /metrics\n";
+  const auto is = [&](const char* path) {
+    const std::string p = absl::StrCat("GET ", path);
+    return request.rfind(p + " ", 0) == 0 || request.rfind(p + "?", 0) == 0;
+  };
+  std::string status = "200 OK", body;
+  if (is("/metrics")) {
+    body = Exposition();
+  } else if (is("/health")) {
+    body = "ok\n";
+  } else if (is("/ready")) {
+    const bool ready = ready_.load();
+    status = ready ? "200 OK" : "503 Service Unavailable";
+    body = ready ? "ready\n" : "not ready: loading or draining\n";
+  } else {
+    status = "404 Not Found", body = "not found: GET /metrics, /health or /ready\n";
+  }
   const std::string response =
-      absl::StrCat(metrics ? "HTTP/1.0 200 OK\r\n" : "HTTP/1.0 404 Not Found\r\n",
+      absl::StrCat("HTTP/1.0 ", status, "\r\n",
                    "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: ", body.size(),
                    "\r\nConnection: close\r\n\r\n", body);
   for (size_t off = 0; off < response.size();) {

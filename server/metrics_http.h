@@ -1,5 +1,7 @@
 // The /metrics endpoint: a minimal HTTP/1.0 server that serializes prometheus-cpp
-// collectables in the text exposition format.
+// collectables in the text exposition format. It also answers GET /health (200 while the
+// process runs) and GET /ready (200 once the model is loaded, 503 while loading or draining)
+// for load balancers and health checks that do not speak gRPC.
 //
 // Why not prometheus::Exposer: its civetweb starts worker threads with a fixed ~100 KB
 // stack, and once the kvserve binary links the CUDA libraries (cuBLASLt alone carries
@@ -27,6 +29,8 @@ class MetricsHttpServer {
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
   int port() const { return port_; }
+  // Mirrors grpc.health.v1's SERVING: /ready answers 200 only while true.
+  void set_ready(bool ready) { ready_.store(ready); }
 
  private:
   MetricsHttpServer() = default;
@@ -37,6 +41,7 @@ class MetricsHttpServer {
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> ready_{false};
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
   std::thread thread_;
 };

@@ -3,6 +3,7 @@
 // the host), and kvserve_device_memory_free_bytes is what the device has left.
 #include "server/metrics_state_collector.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -36,6 +37,30 @@ ProcessMemory ReadProcessMemory() {
   return m;
 }
 
+double ReadCgroupMemoryLimit() {
+  // /proc/self/cgroup names our cgroup ("0::/path" on v2, "N:memory:/path" on v1); inside a
+  // container without a cgroup namespace that path is the host's, so the mount root is the
+  // fallback.
+  std::string v2 = "/", v1 = "/";
+  std::ifstream cg("/proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    if (line.rfind("0::", 0) == 0) v2 = line.substr(3);
+    const size_t at = line.find(":memory:");
+    if (at != std::string::npos) v1 = line.substr(at + 8);
+  }
+  for (const std::string& path : {"/sys/fs/cgroup" + v2 + "/memory.max", std::string("/sys/fs/cgroup/memory.max"),
+                                  "/sys/fs/cgroup/memory" + v1 + "/memory.limit_in_bytes",
+                                  std::string("/sys/fs/cgroup/memory/memory.limit_in_bytes")}) {
+    std::ifstream in(path);
+    std::string value;
+    if (!(in >> value)) continue;
+    if (value == "max") return 0;
+    const double bytes = std::strtod(value.c_str(), nullptr);
+    return bytes > 0 && bytes < 0x1p62 ? bytes : 0;  // v1 writes ~2^63 for "no limit"
+  }
+  return 0;
+}
+
 std::vector<prometheus::MetricFamily> EngineStateCollector::Collect() const {
   std::vector<prometheus::MetricFamily> out;
   const ProcessMemory mem = ReadProcessMemory();
@@ -43,6 +68,10 @@ std::vector<prometheus::MetricFamily> EngineStateCollector::Collect() const {
                       mem.resident_bytes));
   out.push_back(Gauge("kvserve_process_peak_resident_memory_bytes",
                       "Peak resident memory of the server process (VmHWM).", mem.peak_resident_bytes));
+  if (const double limit = ReadCgroupMemoryLimit(); limit > 0) {
+    out.push_back(Gauge("kvserve_process_memory_limit_bytes",
+                        "Memory limit of the server's cgroup (a container's limit); absent when unlimited.", limit));
+  }
   if (Backend* b = backend_.load(); b != nullptr && !b->HostMemory()) {
     const int64_t free_bytes = b->FreeMemoryBytes();
     if (free_bytes >= 0) {
@@ -66,6 +95,8 @@ std::vector<prometheus::MetricFamily> EngineStateCollector::Collect() const {
   out.push_back(Gauge("kvserve_kv_bytes_used", "KV cache bytes in use.", d(s.pool.bytes_used)));
   out.push_back(Gauge("kvserve_kv_peak_bytes", "Most KV cache bytes in use at once since start.",
                       d(s.pool.pages_peak) * d(s.pool.page_bytes)));
+  out.push_back(Gauge("kvserve_kv_bytes_total", "KV cache bytes in the pool (--kv-memory, rounded to pages).",
+                      d(s.pool.pages_total) * d(s.pool.page_bytes)));
   return out;
 }
 

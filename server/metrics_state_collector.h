@@ -1,5 +1,6 @@
 // Gauges read at scrape time, so a scrape always sees the engine as it is now: requests
-// running and waiting, KV pages, peak KV bytes, process memory, and a device's free memory.
+// running and waiting, KV pages, peak KV bytes, process memory and its cgroup limit, and a
+// device's free memory.
 #pragma once
 #include <atomic>
 #include <vector>
@@ -30,5 +31,9 @@ struct ProcessMemory {
   double peak_resident_bytes = 0;
 };
 ProcessMemory ReadProcessMemory();
+
+// The memory limit of this process's cgroup (v2 memory.max, else v1 memory.limit_in_bytes) in
+// bytes, 0 when there is none: a container's limit, which RSS alerts compare against.
+double ReadCgroupMemoryLimit();
 
 }  // namespace kvserve

@@ -199,6 +199,7 @@ int RunServe(int argc, char** argv) {
   collector->set_engine(le.engine.get());
   service.set_context(&ctx);
   SetHealth(*server, true);
+  if (metrics_http) metrics_http->set_ready(true);
   std::fprintf(stderr, "kvserve serve: ready on the %s backend (%lld KV pages of %lld tokens, max context %lld)\n",
                std::string(le.backend->Name()).c_str(), static_cast<long long>(ctx.kv_pages_total),
                static_cast<long long>(o.page_size), static_cast<long long>(ctx.max_context));
@@ -207,6 +208,7 @@ int RunServe(int argc, char** argv) {
   std::fprintf(stderr, "kvserve serve: %s, draining %lld call(s) for up to %.1f s\n", strsignal(sig),
                static_cast<long long>(tracker.calls()), o.drain_timeout_seconds);
   SetHealth(*server, false);
+  if (metrics_http) metrics_http->set_ready(false);
   tracker.StartDrain();
   if (!tracker.WaitIdle(std::chrono::duration<double>(o.drain_timeout_seconds))) {
     const std::vector<RequestHandle> left = tracker.handles();

@@ -68,9 +68,9 @@ absl::StatusOr<std::vector<double>> MeasureLayerDamage(const Model& model, const
       CompressionSettings s = base;
       s.layer_quota.assign(static_cast<size_t>(L), o.context + o.continuation + 1);
       s.layer_quota[l] = o.layer_budget;
-      absl::StatusOr<double> kl = evaluator.Score(s);
+      absl::StatusOr<EvalScore> kl = evaluator.Score(s);
       if (!kl.ok()) return kl.status();
-      damage[l] += *kl / static_cast<double>(o.samples);
+      damage[l] += kl->value / static_cast<double>(o.samples);
     }
     if (progress) progress(i);
   }

@@ -40,7 +40,8 @@ Selection StreamingLlmPolicy::Select(const SelectionRequest& r, Backend&) const 
 Selection ScorerPolicy::Select(const SelectionRequest& r, Backend& backend) const {
   std::vector<float> scores;
   scorer_->Score(r, backend, &scores);
-  return SelectTopPerHead(r.layer, scores, r.n_keep);
+  if (r.probe_slots > 0) scores = DropTrailingSlots(scores, r.layer.kv.n_kv_heads, r.layer.len, r.probe_slots);
+  return SelectTopPerHead(r.Candidates(), scores, r.n_keep);
 }
 
 }  // namespace kvserve

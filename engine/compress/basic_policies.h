@@ -30,6 +30,7 @@ class ScorerPolicy : public KvPolicy {
   ScorerPolicy(std::string name, std::unique_ptr<KvScorer> scorer) : name_(std::move(name)), scorer_(std::move(scorer)) {}
   std::string_view Name() const override { return name_; }
   Selection Select(const SelectionRequest& r, Backend& backend) const override;
+  bool ScoresWithQueries() const override { return scorer_->UsesQueries(); }
 
  private:
   std::string name_;

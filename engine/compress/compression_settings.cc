@@ -1,10 +1,13 @@
 #include "engine/compress/compression_settings.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/compress/basic_policies.h"
 #include "engine/compress/criticalkv_policy.h"
+#include "engine/compress/keydiff_scorer.h"
 #include "engine/compress/merge_reduce_policy.h"
 #include "engine/compress/snapkv_scorer.h"
 
@@ -19,11 +22,29 @@ absl::StatusOr<CompressAt> ParseCompressAt(std::string_view name) {
 
 std::string_view CompressAtName(CompressAt at) { return at == CompressAt::kChunk ? "chunk" : "prefill_end"; }
 
+absl::StatusOr<ChunkScoring> ParseChunkScoring(std::string_view name) {
+  if (name == "question") return ChunkScoring::kQuestion;
+  if (name == "window") return ChunkScoring::kWindow;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown chunk_scoring '", std::string(name), "' (expected question or window)"));
+}
+
+std::string_view ChunkScoringName(ChunkScoring scoring) {
+  return scoring == ChunkScoring::kWindow ? "window" : "question";
+}
+
+const std::vector<std::string>& KvPolicyNames() {
+  static const std::vector<std::string> names = {"full",    "streaming",          "snapkv",
+                                                 "criticalkv", "pyramid",      "keydiff",
+                                                 "mergereduce:random", "mergereduce:cluster"};
+  return names;
+}
+
 namespace {
 
 bool KnownPolicy(std::string_view p) {
-  return p == "full" || p == "streaming" || p == "snapkv" || p == "criticalkv" || p == "pyramid" ||
-         IsMergeReducePolicy(p);
+  const std::vector<std::string>& names = KvPolicyNames();
+  return std::find(names.begin(), names.end(), p) != names.end();
 }
 
 // What the paper protects (64 or 128 directions); ClusterReducer caps it at head_dim.
@@ -42,17 +63,35 @@ int64_t ReduceProtectedDims(const CompressionSettings& s) {
   return s.reduce_protected_dims > 0 ? s.reduce_protected_dims : kDefaultProtectedDims;
 }
 
-void ApplyPolicySpec(std::string_view spec, CompressionSettings* s) {
+absl::Status ApplyPolicySpec(std::string_view spec, CompressionSettings* s) {
+  const size_t slash = spec.find('/');
+  if (slash != std::string_view::npos) {
+    const std::string_view mode = spec.substr(slash + 1);
+    spec = spec.substr(0, slash);
+    if (mode == "prefill_end") {
+      s->at = CompressAt::kPrefillEnd;
+    } else if (mode == "chunk" || mode == "chunk:question") {
+      s->at = CompressAt::kChunk;
+      s->chunk_scoring = ChunkScoring::kQuestion;
+    } else if (mode == "chunk:window") {
+      s->at = CompressAt::kChunk;
+      s->chunk_scoring = ChunkScoring::kWindow;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown compression mode '", std::string(mode), "' in '",
+                                                     std::string(spec), "/", std::string(mode),
+                                                     "' (expected prefill_end, chunk, chunk:question or chunk:window)"));
+    }
+  }
   const size_t at = spec.find('@');
   s->policy = std::string(spec.substr(0, at));
   if (at != std::string_view::npos) s->plan = std::string(spec.substr(at + 1));
+  return absl::OkStatus();
 }
 
 absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n_layers) {
   if (!KnownPolicy(s.policy)) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown KV policy '", s.policy,
-                                                   "' (expected full, streaming, snapkv, criticalkv, pyramid, "
-                                                   "mergereduce:random or mergereduce:cluster)"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown KV policy '", s.policy, "' (expected one of ",
+                                                   absl::StrJoin(KvPolicyNames(), ", "), ")"));
   }
   if (!(s.budget > 0) || !std::isfinite(s.budget)) {
     return absl::InvalidArgumentError(absl::StrCat("KV budget must be > 0 (a fraction <= 1 or a token count), got ",
@@ -95,8 +134,20 @@ absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n
   if (!(s.first_stage_ratio > 0 && s.first_stage_ratio <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("first_stage_ratio must be in (0, 1], got ", s.first_stage_ratio));
   }
-  if (s.window < 1 || s.window > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat("KV window must be in [1, 4096] queries, got ", s.window));
+  if (s.window < 1 || s.window > kMaxScoringQueries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV window must be in [1, ", kMaxScoringQueries, "] queries, got ", s.window));
+  }
+  if (s.question_tokens) {
+    if (*s.question_tokens < 1 || *s.question_tokens > kMaxScoringQueries) {
+      return absl::InvalidArgumentError(absl::StrCat("question_tokens must be in [1, ", kMaxScoringQueries,
+                                                     "], got ", *s.question_tokens));
+    }
+    if (s.at != CompressAt::kChunk || s.chunk_scoring != ChunkScoring::kQuestion) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "question_tokens ", *s.question_tokens, " needs compress_at chunk with chunk_scoring question, got ",
+          std::string(CompressAtName(s.at)), " with ", std::string(ChunkScoringName(s.chunk_scoring))));
+    }
   }
   if (s.pool_kernel < 1 || s.pool_kernel % 2 == 0 || s.pool_kernel > 255) {
     return absl::InvalidArgumentError(absl::StrCat("pool kernel must be odd and in [1, 255], got ", s.pool_kernel));
@@ -128,6 +179,7 @@ absl::StatusOr<std::unique_ptr<KvPolicy>> MakeKvPolicy(const CompressionSettings
     return std::make_unique<MergeReducePolicy>(s.policy, MakeReducer(s.policy.substr(12), ReduceProtectedDims(s)),
                                                s.reduce_seed, s.n_sink);
   }
+  if (s.policy == "keydiff") return std::make_unique<ScorerPolicy>(s.policy, std::make_unique<KeyDiffScorer>());
   if (s.policy == "criticalkv") {
     return std::make_unique<CriticalKvPolicy>(std::make_unique<SnapKvScorer>(s.pool_kernel), s.first_stage_ratio);
   }

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,14 +21,32 @@ enum class CompressAt { kPrefillEnd, kChunk };
 absl::StatusOr<CompressAt> ParseCompressAt(std::string_view name);
 std::string_view CompressAtName(CompressAt at);
 
+// What scores the cache after a mid-prompt chunk (compress_at chunk, policies that score with
+// queries): the question's queries, computed as if the question came right after the chunk
+// (a served prompt arrives whole, so its question is known before the first chunk), or the
+// chunk's own last queries (the window, which in a long document are filler).
+enum class ChunkScoring { kQuestion, kWindow };
+absl::StatusOr<ChunkScoring> ParseChunkScoring(std::string_view name);
+std::string_view ChunkScoringName(ChunkScoring scoring);
+
+// Most tokens a question span (and the observation window) may have.
+inline constexpr int64_t kMaxScoringQueries = 4096;
+
+// Every --kv-policy name, in the order help texts and metrics list them.
+const std::vector<std::string>& KvPolicyNames();
+
 struct CompressionSettings {
-  std::string policy = "full";      // full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster
+  std::string policy = "full";      // one of KvPolicyNames()
   double budget = 0.2;              // fraction of the prompt (<= 1) or tokens per layer (> 1)
   // > 0: --kv-budget auto:RISK; the budget is picked per request at the end of the prompt,
   // the smallest whose estimated risk is at most this (auto_budget.h). Needs prefill_end.
   double auto_risk = 0;
   std::string plan;                 // uniform|pyramid|ripple; empty: pyramid for "pyramid", else uniform
   CompressAt at = CompressAt::kPrefillEnd;
+  ChunkScoring chunk_scoring = ChunkScoring::kQuestion;
+  // The question: the prompt's last question_tokens tokens (compress_at chunk with question
+  // scoring only). Unset: the last `window` tokens.
+  std::optional<int64_t> question_tokens;
   double first_stage_ratio = 0.5;   // CriticalKV
   int64_t window = 64;              // observation window, in queries
   int64_t pool_kernel = 5;          // SnapKV average pool
@@ -51,9 +70,10 @@ bool IsMergeReducePolicy(std::string_view policy);
 // The protected directions a mergereduce:cluster request uses (the default resolved).
 int64_t ReduceProtectedDims(const CompressionSettings& s);
 
-// "snapkv" sets the policy; "criticalkv@ripple" also sets the budget plan (how eval names
-// a policy x plan row).
-void ApplyPolicySpec(std::string_view spec, CompressionSettings* s);
+// How eval names a row: "snapkv" sets the policy; "criticalkv@ripple" also sets the budget
+// plan; a "/MODE" suffix sets when it compresses: prefill_end, chunk (= chunk:question) or
+// chunk:window. INVALID_ARGUMENT for an unknown mode.
+absl::Status ApplyPolicySpec(std::string_view spec, CompressionSettings* s);
 
 // INVALID_ARGUMENT naming the field and value.
 absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n_layers);

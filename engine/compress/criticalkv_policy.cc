@@ -52,13 +52,17 @@ void ProjectedValueNorms(const SelectionRequest& r, Backend& backend, std::vecto
 }
 
 Selection CriticalKvPolicy::Select(const SelectionRequest& r, Backend& backend) const {
-  const LayerKv& L = r.layer;
+  const LayerKv L = r.Candidates();
   const int64_t len = L.len, kvh = L.kv.n_kv_heads;
   std::vector<float> s, computed;
   base_->Score(r, backend, &s);
+  if (r.probe_slots > 0) s = DropTrailingSlots(s, kvh, r.layer.len, r.probe_slots);
   absl::Span<const float> norms = r.value_norms;
   if (norms.empty()) {
-    ProjectedValueNorms(r, backend, &computed);
+    SelectionRequest candidates = r;
+    candidates.layer = L;
+    candidates.probe_slots = 0;
+    ProjectedValueNorms(candidates, backend, &computed);
     norms = computed;
   }
   const int64_t n1 = static_cast<int64_t>(std::floor(static_cast<double>(r.n_keep) * first_stage_ratio_));

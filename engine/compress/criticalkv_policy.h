@@ -17,6 +17,7 @@ class CriticalKvPolicy : public KvPolicy {
   std::string_view Name() const override { return "criticalkv"; }
   Selection Select(const SelectionRequest& r, Backend& backend) const override;
   bool UsesValueNorms() const override { return true; }
+  bool ScoresWithQueries() const override { return true; }
 
  private:
   std::unique_ptr<KvScorer> base_;

@@ -71,19 +71,33 @@ float* DeviceLayerCompressor::NormsFor(NormCache& c, int64_t heads, int64_t len)
 
 absl::Status DeviceLayerCompressor::Compress(const SelectionRequest& r, PagePool& pool, SequenceKv& seq, int64_t l) {
   const LayerKv& L = r.layer;
-  const int64_t len = L.len, heads = L.kv.n_kv_heads, d = L.kv.head_dim, n_keep = r.n_keep;
-  if (n_keep < 1 || n_keep > len || r.window_len < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("device selection of ", n_keep, " of ", len, " slots with ",
-                                                   r.window_len, " window queries"));
+  const int64_t heads = L.kv.n_kv_heads, d = L.kv.head_dim, n_keep = r.n_keep;
+  // The window scores every slot (a question probe's too); only the first `len` may be kept.
+  const int64_t scored = L.len, len = L.len - r.probe_slots;
+  if (n_keep < 1 || n_keep > len || r.window_len < 1 || r.probe_slots < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("device selection of ", n_keep, " of ", len, " slots (",
+                                                   r.probe_slots, " probe slots) with ", r.window_len,
+                                                   " window queries"));
   }
   constexpr int64_t kF = sizeof(float);
   // As SnapKvScorer: the last min(window, len) queries.
-  const int64_t w = std::min(r.window_len, len), row = r.n_heads * d;
+  const int64_t w = std::min(r.window_len, scored), row = r.n_heads * d;
   auto* window = static_cast<float*>(Reserve(window_, kF * w * row));
   backend_.CopyIn(window, r.window.data() + (r.window_len - w) * row, kF * w * row);
-  auto* scores = static_cast<float*>(Reserve(scores_, kF * heads * len));
-  backend_.SnapKvScores(L.kv, L.pages.data(), len, window, w, AttentionShape{r.n_heads, r.scale}, spec_.pool_kernel,
-                        scores);
+  auto* scores = static_cast<float*>(Reserve(scores_, kF * heads * scored));
+  backend_.SnapKvScores(L.kv, L.pages.data(), scored, window, w, AttentionShape{r.n_heads, r.scale},
+                        spec_.pool_kernel, scores);
+  if (r.probe_slots > 0) {
+    // The candidates' columns [heads, len] out of [heads, scored], by an identity gather.
+    std::vector<int32_t> identity(static_cast<size_t>(heads * len));
+    for (int64_t i = 0; i < heads * len; ++i) identity[i] = static_cast<int32_t>(i % len);
+    const int64_t ibytes = static_cast<int64_t>(sizeof(int32_t)) * heads * len;
+    auto* ids = static_cast<int32_t*>(Reserve(identity_, ibytes));
+    backend_.CopyIn(ids, identity.data(), ibytes);
+    auto* kept = static_cast<float*>(Reserve(candidates_, kF * heads * len));
+    backend_.GatherPerHead(scores, scored, ids, heads, len, kept, len);
+    scores = kept;
+  }
   const float* final_scores = scores;
   NormCache* cache = spec_.critical ? &norms_[static_cast<size_t>(l)] : nullptr;
   if (cache) {

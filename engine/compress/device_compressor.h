@@ -42,7 +42,8 @@ class DeviceLayerCompressor {
   DeviceLayerCompressor& operator=(const DeviceLayerCompressor&) = delete;
 
   // Keeps r.n_keep entries per KV head of layer l (r.layer's pages are backend memory,
-  // r.window host memory), compacts them to the leading slots and frees the pages past them.
+  // r.window host memory), compacts them to the leading slots and frees the pages past them
+  // (a question probe's slots, r.probe_slots, among them).
   absl::Status Compress(const SelectionRequest& r, PagePool& pool, SequenceKv& seq, int64_t l);
 
  private:
@@ -63,7 +64,7 @@ class DeviceLayerCompressor {
 
   Backend& backend_;
   DeviceSelectionSpec spec_;
-  Buffer window_, scores_, merged_, slots_, spare_;
+  Buffer window_, scores_, merged_, slots_, spare_, identity_, candidates_;
   std::vector<NormCache> norms_;
 };
 

@@ -49,6 +49,14 @@ struct SelectionRequest {
   // Optional [n_kv_heads, layer.len] per-entry ||v W_O|| norms a caller has kept from
   // earlier selections (values never change, so they need computing once per entry).
   absl::Span<const float> value_norms;
+  // The layer's last probe_slots slots hold a question probe's entries (its tokens run as if
+  // the question came right after the cache): the window's queries attend to them as to any
+  // entry, but they are never kept, so a Selection covers slots [0, layer.len - probe_slots)
+  // and 1 <= n_keep <= layer.len - probe_slots. value_norms, when given, cover those slots.
+  int64_t probe_slots = 0;
+
+  // The entries that may be kept: the layer without the probe.
+  LayerKv Candidates() const { return LayerKv{layer.kv, layer.pages, layer.len - probe_slots}; }
 };
 
 struct Selection {
@@ -64,6 +72,8 @@ class KvPolicy {
   virtual Selection Select(const SelectionRequest& request, Backend& backend) const = 0;
   // True when Select reads SelectionRequest::value_norms (it computes them if absent).
   virtual bool UsesValueNorms() const { return false; }
+  // True when Select reads SelectionRequest::window (so a question probe can steer it).
+  virtual bool ScoresWithQueries() const { return false; }
 };
 
 // A base score per entry (higher = more worth keeping) that selection policies build on.
@@ -72,6 +82,8 @@ class KvScorer {
   virtual ~KvScorer() = default;
   // scores [n_kv_heads, layer.len].
   virtual void Score(const SelectionRequest& request, Backend& backend, std::vector<float>* scores) const = 0;
+  // True when Score reads SelectionRequest::window.
+  virtual bool UsesQueries() const { return true; }
 };
 
 }  // namespace kvserve

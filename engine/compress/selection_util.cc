@@ -31,6 +31,13 @@ Selection SelectTopPerHead(const LayerKv& layer, absl::Span<const float> scores,
   return sel;
 }
 
+std::vector<float> DropTrailingSlots(absl::Span<const float> scores, int64_t heads, int64_t len, int64_t drop) {
+  const int64_t kept = len - drop;
+  std::vector<float> out(static_cast<size_t>(heads * kept));
+  for (int64_t h = 0; h < heads; ++h) std::copy_n(scores.begin() + h * len, kept, out.begin() + h * kept);
+  return out;
+}
+
 void GatherHead(const LayerKv& layer, int64_t h, bool values, float* out, int64_t first) {
   const int64_t d = layer.kv.head_dim;
   for (int64_t s = first; s < layer.len; ++s) {

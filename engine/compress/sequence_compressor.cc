@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/compress/compaction.h"
@@ -18,6 +19,10 @@ absl::StatusOr<std::unique_ptr<SequenceCompressor>> SequenceCompressor::Create(
   if (absl::Status st = ValidateCompressionSettings(settings, n_layers); !st.ok()) return st;
   auto policy = MakeKvPolicy(settings);
   if (!policy.ok()) return policy.status();
+  if (settings.question_tokens && *settings.question_tokens > prompt_len) {
+    return absl::InvalidArgumentError(absl::StrCat("question_tokens ", *settings.question_tokens,
+                                                   " is longer than the prompt's ", prompt_len, " tokens"));
+  }
   std::unique_ptr<SequenceCompressor> comp(
       new SequenceCompressor(model, settings, *std::move(policy), QuotasFor(settings, n_layers, prompt_len, page_size),
                              prompt_len, max_new_tokens, page_size, prefill_chunk));
@@ -30,7 +35,12 @@ SequenceCompressor::SequenceCompressor(const Model& model, const CompressionSett
                                        int64_t prompt_len, int64_t max_new, int64_t page_size, int64_t prefill_chunk)
     : model_(model), settings_(s), policy_(std::move(policy)), quotas_(std::move(quotas)), prompt_len_(prompt_len),
       max_new_(max_new), page_size_(page_size), prefill_chunk_(prefill_chunk),
-      window_(model.config.n_layers, s.window, model.config.n_heads, model.config.head_dim) {
+      probes_question_(s.at == CompressAt::kChunk && s.chunk_scoring == ChunkScoring::kQuestion &&
+                       policy_->ScoresWithQueries()),
+      question_len_(std::max<int64_t>(1, std::min(prompt_len, probes_question_ ? s.question_tokens.value_or(s.window)
+                                                                                 : s.window))),
+      window_(model.config.n_layers, probes_question_ ? question_len_ : s.window, model.config.n_heads,
+              model.config.head_dim) {
   if (policy_->UsesValueNorms()) {
     value_norms_.assign(static_cast<size_t>(model.config.n_layers),
                         std::vector<std::vector<float>>(static_cast<size_t>(model.config.n_kv_heads)));
@@ -54,23 +64,52 @@ int64_t SequenceCompressor::DecodePeakPages() const {
 int64_t SequenceCompressor::PeakPages() const {
   if (merge_reduce_) return MergeReducePeakPages(/*decode_only=*/false);
   int64_t pages = 0;
+  // A chunk step adds at most prefill_chunk entries, probe included, unless the probe alone
+  // fills it (then one prompt token and the probe).
+  const int64_t step = probes_question_ ? std::max(prefill_chunk_, 1 + question_len_) : prefill_chunk_;
   for (int64_t q : quotas_) {
-    const int64_t prefill = settings_.at == CompressAt::kChunk ? std::min(prompt_len_, q + prefill_chunk_)
-                                                               : prompt_len_;
+    const int64_t prefill = settings_.at == CompressAt::kChunk ? std::min(prompt_len_, q + step) : prompt_len_;
     const int64_t decode = std::min(std::min(prompt_len_, q) + max_new_, q + page_size_);
     pages += PagesFor(std::max(prefill, decode));
   }
   return pages;
 }
 
-absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l) {
+SequenceCompressor::PrefillStep SequenceCompressor::PlainPrefill(absl::Span<const int32_t> prompt, int64_t cached,
+                                                                 int64_t max_tokens) {
+  const int64_t n = std::min(static_cast<int64_t>(prompt.size()) - cached, std::max<int64_t>(1, max_tokens));
+  return {prompt.subspan(cached, n), n};
+}
+
+SequenceCompressor::PrefillStep SequenceCompressor::NextPrefill(absl::Span<const int32_t> prompt, int64_t cached,
+                                                                int64_t max_tokens, const SequenceKv& seq) {
+  const int64_t p = static_cast<int64_t>(prompt.size()), remaining = p - cached;
+  pending_probe_ = 0;
+  const PrefillStep plain = PlainPrefill(prompt, cached, max_tokens);
+  if (!probes_question_ || remaining <= max_tokens) return plain;
+  // No probe where the chunk leaves every layer within its quota: nothing will be scored.
+  bool due = false;
+  for (size_t l = 0; l < quotas_.size(); ++l) due = due || seq.layer_len[l] + plain.prompt_tokens > quotas_[l];
+  if (!due) return plain;
+  const int64_t n = std::max<int64_t>(1, max_tokens - question_len_);
+  // The question's tokens; where the chunk already reaches into the question, the rest of it.
+  const int64_t probe_from = std::max(cached + n, p - question_len_);
+  step_tokens_.assign(prompt.begin() + cached, prompt.begin() + cached + n);
+  step_tokens_.insert(step_tokens_.end(), prompt.begin() + probe_from, prompt.end());
+  pending_probe_ = p - probe_from;
+  return {step_tokens_, n};
+}
+
+absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l,
+                                               int64_t probe) {
   using Clock = std::chrono::steady_clock;
   const ModelConfig& c = model_.config;
   const auto t0 = Clock::now();
-  const int64_t len = seq.layer_len[l], kvh = c.n_kv_heads;
+  const int64_t len = seq.layer_len[l] - probe, kvh = c.n_kv_heads;
   window_.CopyOrdered(l, &window_rows_);
   SelectionRequest r;
-  r.layer = LayerKv{pool.view(), seq.layer_pages[l], len};
+  r.layer = LayerKv{pool.view(), seq.layer_pages[l], len + probe};
+  r.probe_slots = probe;
   r.window = window_rows_;
   r.window_len = window_.size(l);
   r.n_heads = c.n_heads;
@@ -98,7 +137,10 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
     // Project only the entries that arrived since the last selection.
     auto& per_head = value_norms_[l];
     const int64_t known = static_cast<int64_t>(per_head[0].size());
-    ProjectedValueNorms(r, backend, &norms_fresh_, known);
+    SelectionRequest candidates = r;
+    candidates.layer = r.Candidates();
+    candidates.probe_slots = 0;
+    ProjectedValueNorms(candidates, backend, &norms_fresh_, known);
     norms_flat_.resize(static_cast<size_t>(kvh * len));
     for (int64_t h = 0; h < kvh; ++h) {
       per_head[h].insert(per_head[h].end(), norms_fresh_.begin() + h * (len - known),
@@ -129,13 +171,14 @@ absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, Seq
     return absl::UnimplementedError(
         "merge-reduce and auto:RISK budgets read the pages on the host; their pool must be in host memory");
   }
+  const int64_t probe = std::exchange(pending_probe_, 0);
   // The compressibility estimate reads pages on the host; a device pool goes without it.
-  if (pool.host_memory()) ObservePrompt(backend, pool, seq, prompt_done);
+  if (pool.host_memory()) ObservePrompt(backend, pool, seq, prompt_done, probe);
   if (merge_reduce_) return MergeReduceStep(pool, seq, prompt_done);
   const int64_t n_layers = static_cast<int64_t>(quotas_.size());
   const bool prompt_end = prompt_done && !prompt_compressed_;
   for (int64_t l = 0; l < n_layers; ++l) {
-    const int64_t len = seq.layer_len[l], q = quotas_[l];
+    const int64_t len = seq.layer_len[l] - probe, q = quotas_[l];
     bool due;
     if (prompt_end || (!prompt_done && settings_.at == CompressAt::kChunk)) {
       due = len > q;
@@ -145,7 +188,9 @@ absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, Seq
       due = false;
     }
     if (due) {
-      if (absl::Status st = CompressLayer(backend, pool, seq, l); !st.ok()) return st;
+      if (absl::Status st = CompressLayer(backend, pool, seq, l, probe); !st.ok()) return st;
+    } else if (probe > 0) {
+      seq.TruncateLayer(pool, l, len);
     }
   }
   if (prompt_end) {

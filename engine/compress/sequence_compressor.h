@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/compress/compressibility.h"
 #include "engine/compress/compression_settings.h"
 #include "engine/compress/merge_reduce.h"
@@ -46,6 +47,29 @@ class SequenceCompressor {
   // The most pages it can hold once the prompt is in and compressed.
   int64_t DecodePeakPages() const;
 
+  // One prefill step of this sequence. With question scoring in chunk mode (ProbesQuestion),
+  // a mid-prompt chunk that will be compressed is followed in the same step by a probe: the
+  // question's tokens (the prompt's last question tokens), run as if they came right after
+  // the chunk, so the window holds the question's queries when AfterStep scores the cache.
+  // AfterStep then drops the probe's entries; the question is prefilled for good at its true
+  // position when the prompt gets there.
+  struct PrefillStep {
+    absl::Span<const int32_t> tokens;  // what the forward step runs, from position `cached`
+    int64_t prompt_tokens = 0;         // of those, the prompt tokens cached for good (a prefix)
+  };
+  // The step at `cached` prompt tokens running at most max_tokens tokens (at least one prompt
+  // token, so a max_tokens below the probe's length still progresses). tokens is valid until
+  // the next call. The step must be followed by AfterStep.
+  PrefillStep NextPrefill(absl::Span<const int32_t> prompt, int64_t cached, int64_t max_tokens,
+                          const SequenceKv& seq);
+  // The step of a sequence without a probe (or without compression): the next
+  // min(max_tokens, rest) prompt tokens, at least one.
+  static PrefillStep PlainPrefill(absl::Span<const int32_t> prompt, int64_t cached, int64_t max_tokens);
+  // True when mid-prompt chunks are scored by a probe of the question.
+  bool ProbesQuestion() const { return probes_question_; }
+  // Tokens of the question a probe runs (0 without probes).
+  int64_t question_tokens() const { return probes_question_ ? question_len_ : 0; }
+
   // Call after each forward step that appended to seq. prompt_done: the whole prompt is in
   // the cache. Compacts every layer that is due; once the prompt is compressed, shrinks the
   // sequence's reservation to DecodePeakPages so the freed pages serve other requests.
@@ -68,7 +92,8 @@ class SequenceCompressor {
   SequenceCompressor(const Model& model, const CompressionSettings& s, std::unique_ptr<KvPolicy> policy,
                      std::vector<int64_t> quotas, int64_t prompt_len, int64_t max_new, int64_t page_size,
                      int64_t prefill_chunk);
-  absl::Status CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l);
+  // probe: the trailing slots of layer l that a question probe left (never kept).
+  absl::Status CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l, int64_t probe);
   int64_t PagesFor(int64_t slots) const { return (slots + page_size_ - 1) / page_size_; }
   // Merge-reduce, the compressibility estimate and the auto budget
   // (sequence_compressor_merge_reduce.cc). SetUpMergeReduce runs once from Create.
@@ -78,13 +103,17 @@ class SequenceCompressor {
   void ApplyAutoBudget();
   int64_t MergeReducePeakPages(bool decode_only) const;
   absl::Status MergeReduceStep(PagePool& pool, SequenceKv& seq, bool prompt_done);
-  void ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done);
+  void ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done, int64_t probe);
 
   const Model& model_;
   CompressionSettings settings_;
   std::unique_ptr<KvPolicy> policy_;
   std::vector<int64_t> quotas_;
   int64_t prompt_len_, max_new_, page_size_, prefill_chunk_;
+  bool probes_question_;
+  int64_t question_len_;       // the question's tokens (the window's capacity when probing)
+  int64_t pending_probe_ = 0;  // probe slots the last NextPrefill appended to every layer
+  std::vector<int32_t> step_tokens_;  // scratch: chunk + probe
   QueryWindow window_;
   bool prompt_compressed_ = false;
   CompressionStats stats_;

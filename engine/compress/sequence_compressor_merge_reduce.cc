@@ -102,7 +102,8 @@ double SequenceCompressor::EstimatedRisk() const {
   return compressibility_.RiskAt(static_cast<int64_t>(std::lround(std::min(mean_quota(), static_cast<double>(prompt_len_)))));
 }
 
-void SequenceCompressor::ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done) {
+void SequenceCompressor::ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done,
+                                       int64_t probe) {
   if (prompt_compressed_) return;
   const ModelConfig& c = model_.config;
   // Made on the first prompt step, not with the compressor: a queued request holds none of
@@ -112,11 +113,12 @@ void SequenceCompressor::ObservePrompt(Backend& backend, PagePool& pool, const S
     // The slots past what the estimator saw are this step's new entries (never compacted
     // yet). The first kSinkSlots are left out: attention-sink keys are outliers whose
     // variance would drown the spread of everything else.
-    const int64_t first = std::min(std::max(estimated_len_[l], kSinkSlots), seq.layer_len[l]);
-    estimator_->AddEntries(LayerKv{pool.view(), seq.layer_pages[l], seq.layer_len[l]}, l, first,
-                           seq.layer_len[l] - first, backend);
+    // (A question probe's trailing entries are not the prompt's: left out.)
+    const int64_t len = seq.layer_len[l] - probe;
+    const int64_t first = std::min(std::max(estimated_len_[l], kSinkSlots), len);
+    estimator_->AddEntries(LayerKv{pool.view(), seq.layer_pages[l], len}, l, first, len - first, backend);
     // The queries of this step's newest tokens (the window keeps at most its capacity).
-    estimator_->AddQueries(window_, l, seq.layer_len[l] - estimated_len_[l], c.n_heads, backend);
+    estimator_->AddQueries(window_, l, len - estimated_len_[l], c.n_heads, backend);
   }
   if (prompt_done) {
     compressibility_ = estimator_->Estimate(1.0f / std::sqrt(static_cast<float>(c.head_dim)));

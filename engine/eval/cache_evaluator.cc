@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "engine/eval/kl_divergence.h"
@@ -63,11 +66,48 @@ absl::Status CacheEvaluator::Prefill(const EvalSample& sample) {
   }
   prefill_seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
   full_logits_.clear();
-  if (sample_.continuation.empty()) return absl::OkStatus();
   absl::StatusOr<SequenceKv> copy = CloneSequence(*pool_, prefilled_);
   if (!copy.ok()) return copy.status();
   ScopedClone clone(*pool_, *std::move(copy));
+  if (sample_.continuation.empty()) {
+    absl::StatusOr<double> nll = AnswerNll(clone.seq(), nullptr, last_logits_);
+    if (!nll.ok()) return nll.status();
+    full_answer_nll_ = *nll;
+    return absl::OkStatus();
+  }
   return Continue(clone.seq(), nullptr, &full_logits_);
+}
+
+absl::StatusOr<double> CacheEvaluator::AnswerNll(SequenceKv& seq, QueryWindow* window,
+                                                 const std::vector<float>& first_logits) {
+  const std::vector<int32_t>& answer = sample_.answer_tokens;
+  if (answer.empty()) return 0.0;
+  const int64_t vocab = model_.config.vocab_size;
+  auto neg_log_prob = [](absl::Span<const float> row, int32_t token) {
+    double mx = row[0];
+    for (float x : row) mx = std::max(mx, static_cast<double>(x));
+    double sum = 0;
+    for (float x : row) sum += std::exp(static_cast<double>(x) - mx);
+    return mx + std::log(sum) - static_cast<double>(row[token]);
+  };
+  double nll = neg_log_prob(first_logits, answer[0]);
+  if (answer.size() == 1) return nll;
+  // Teacher-force all but the last token, then put the sequence (and the window the answer
+  // decode will score with) back as they were.
+  const std::vector<int64_t> lens = seq.layer_len;
+  std::optional<QueryWindow> saved;
+  if (window) saved = *window;
+  std::vector<float> logits;
+  ForwardRequest req{absl::MakeConstSpan(answer).first(answer.size() - 1),
+                     static_cast<int64_t>(sample_.context.size()), &seq, /*all_logits=*/true, window};
+  const absl::Status st = forward_->Step({&req, 1}, &logits);
+  for (size_t l = 0; l < lens.size(); ++l) seq.TruncateLayer(*pool_, static_cast<int64_t>(l), lens[l]);
+  if (window) *window = *saved;
+  if (!st.ok()) return st;
+  for (size_t i = 1; i < answer.size(); ++i) {
+    nll += neg_log_prob(absl::MakeConstSpan(logits).subspan((i - 1) * vocab, vocab), answer[i]);
+  }
+  return nll;
 }
 
 absl::Status CacheEvaluator::Continue(SequenceKv& seq, QueryWindow* window, std::vector<float>* logits) {
@@ -78,15 +118,19 @@ absl::Status CacheEvaluator::Continue(SequenceKv& seq, QueryWindow* window, std:
 }
 
 absl::Status CacheEvaluator::PrefillCompressing(SequenceKv& seq, SequenceCompressor& comp,
-                                                std::vector<float>* logits) {
+                                                std::vector<float>* logits, int64_t* peak_pages) {
+  *peak_pages = 0;
   const absl::Span<const int32_t> tokens = sample_.context;
   const int64_t n = static_cast<int64_t>(tokens.size());
-  for (int64_t pos = 0; pos < n; pos += options_.prefill_chunk) {
-    const int64_t len = std::min(options_.prefill_chunk, n - pos);
+  for (int64_t pos = 0; pos < n;) {
+    // As a served request: the step may carry a probe of the question after the chunk.
+    const SequenceCompressor::PrefillStep step = comp.NextPrefill(tokens, pos, options_.prefill_chunk, seq);
     logits->clear();
-    ForwardRequest req{tokens.subspan(pos, len), pos, &seq, false, comp.window()};
+    ForwardRequest req{step.tokens, pos, &seq, false, comp.window()};
     if (absl::Status st = forward_->Step({&req, 1}, logits); !st.ok()) return st;
-    if (absl::Status st = comp.AfterStep(backend_, *pool_, seq, pos + len == n); !st.ok()) return st;
+    *peak_pages = std::max(*peak_pages, seq.pages_held());
+    pos += step.prompt_tokens;
+    if (absl::Status st = comp.AfterStep(backend_, *pool_, seq, pos == n); !st.ok()) return st;
   }
   return absl::OkStatus();
 }
@@ -117,7 +161,7 @@ absl::StatusOr<bool> CacheEvaluator::Answer(SequenceKv& seq, SequenceCompressor*
   return false;
 }
 
-absl::StatusOr<double> CacheEvaluator::Score(const CompressionSettings& settings) {
+absl::StatusOr<EvalScore> CacheEvaluator::Score(const CompressionSettings& settings) {
   if (prefilled_.layer_len.empty() || prefilled_.layer_len[0] == 0) {
     return absl::FailedPreconditionError("Score needs a prefilled sample");
   }
@@ -136,8 +180,10 @@ absl::StatusOr<double> CacheEvaluator::Score(const CompressionSettings& settings
   const bool chunked = comp && settings.at == CompressAt::kChunk;
   std::vector<float> chunk_logits;
   ScopedClone clone(*pool_, SequenceKv(model_.config.n_layers));
+  EvalScore score;
+  int64_t peak_pages = prefilled_.pages_held();
   if (chunked) {
-    if (absl::Status st = PrefillCompressing(clone.seq(), *comp, &chunk_logits); !st.ok()) return st;
+    if (absl::Status st = PrefillCompressing(clone.seq(), *comp, &chunk_logits, &peak_pages); !st.ok()) return st;
   } else {
     absl::StatusOr<SequenceKv> copy = CloneSequence(*pool_, prefilled_);
     if (!copy.ok()) return copy.status();
@@ -149,14 +195,22 @@ absl::StatusOr<double> CacheEvaluator::Score(const CompressionSettings& settings
   }
   last_mean_quota_ = comp ? std::min(comp->mean_quota(), static_cast<double>(sample_.context.size()))
                          : static_cast<double>(sample_.context.size());
+  score.peak_kv_bytes = peak_pages * PagePool::PageBytes(pool_->shape());
   if (sample_.continuation.empty()) {
-    absl::StatusOr<bool> right = Answer(clone.seq(), comp.get(), chunked ? chunk_logits : last_logits_);
+    const std::vector<float>& first = chunked ? chunk_logits : last_logits_;
+    absl::StatusOr<double> nll = AnswerNll(clone.seq(), comp ? comp->window() : nullptr, first);
+    if (!nll.ok()) return nll.status();
+    score.answer_nll_gap = *nll - full_answer_nll_;
+    absl::StatusOr<bool> right = Answer(clone.seq(), comp.get(), first);
     if (!right.ok()) return right.status();
-    return *right ? 1.0 : 0.0;
+    score.value = *right ? 1.0 : 0.0;
+    return score;
   }
   std::vector<float>& logits = scratch_;
   if (absl::Status st = Continue(clone.seq(), comp ? comp->window() : nullptr, &logits); !st.ok()) return st;
-  return MeanKlDivergence(full_logits_, logits, model_.config.vocab_size);
+  score.value = MeanKlDivergence(full_logits_, logits, model_.config.vocab_size);
+  score.answer_nll_gap = std::numeric_limits<double>::quiet_NaN();
+  return score;
 }
 
 }  // namespace kvserve

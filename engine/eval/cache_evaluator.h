@@ -31,6 +31,15 @@ struct CacheEvaluatorOptions {
   int64_t answer_tokens = 12; // greedy tokens a retrieval answer may take
 };
 
+// One sample under one setting.
+struct EvalScore {
+  double value = 0;            // mean KL (kl) or 1/0 for a right/wrong greedy answer (retrieval)
+  // Retrieval: -log p(answer tokens | context) under these settings minus the same with the
+  // full cache (nats; > 0: the compressed cache makes the right answer less likely). NaN for kl.
+  double answer_nll_gap = 0;
+  int64_t peak_kv_bytes = 0;   // most KV bytes the context's prefill held, with its compression
+};
+
 class CacheEvaluator {
  public:
   CacheEvaluator(const Model& model, const Tokenizer& tokenizer, Backend& backend, const CacheEvaluatorOptions& o);
@@ -43,7 +52,7 @@ class CacheEvaluator {
   // The sample under `settings` (policy "full": the uncompressed cache). A sample with a
   // continuation scores the mean KL(full || these settings) over its positions; one with an
   // answer scores 1 when the greedy answer contains it, else 0.
-  absl::StatusOr<double> Score(const CompressionSettings& settings);
+  absl::StatusOr<EvalScore> Score(const CompressionSettings& settings);
 
   double prefill_seconds() const { return prefill_seconds_; }
   // Tokens per layer the last Score's cache kept to, mean over layers (the context's length
@@ -60,8 +69,12 @@ class CacheEvaluator {
   // from the logits after the context.
   absl::StatusOr<bool> Answer(SequenceKv& seq, SequenceCompressor* comp, const std::vector<float>& first_logits);
   // Prefills the context on seq (empty), calling comp after every chunk; logits: the last
-  // token's.
-  absl::Status PrefillCompressing(SequenceKv& seq, SequenceCompressor& comp, std::vector<float>* logits);
+  // token's; *peak_pages: the most pages seq held.
+  absl::Status PrefillCompressing(SequenceKv& seq, SequenceCompressor& comp, std::vector<float>* logits,
+                                  int64_t* peak_pages);
+  // -log p(sample.answer_tokens) after the context in seq, whose last logits are
+  // first_logits; seq (and window) are left as they were.
+  absl::StatusOr<double> AnswerNll(SequenceKv& seq, QueryWindow* window, const std::vector<float>& first_logits);
 
   const Model& model_;
   const Tokenizer& tokenizer_;
@@ -74,6 +87,7 @@ class CacheEvaluator {
   QueryWindow window_;
   std::vector<float> last_logits_;  // [vocab] after the context, with the full cache
   std::vector<float> full_logits_;  // kl: [continuation, vocab] with the full cache
+  double full_answer_nll_ = 0;      // retrieval: AnswerNll with the full cache
   std::vector<float> scratch_;
   double prefill_seconds_ = 0;
   std::string last_answer_;

@@ -48,8 +48,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
   for (EvalTask t : plan.tasks) {
     for (int64_t c : plan.contexts) table.columns.push_back({t, c});
   }
-  table.mean.assign(table.rows.size() * table.columns.size(), 0.0);
-  table.budget_share.assign(table.rows.size() * table.columns.size(), 0.0);
+  table.cells.assign(table.rows.size() * table.columns.size(), EvalCell{});
 
   // Build every sample first: a context too short for its task fails before any prefill.
   std::vector<std::vector<EvalSample>> samples(table.columns.size());
@@ -66,7 +65,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
   std::vector<CompressionSettings> settings;
   for (const EvalRow& row : table.rows) {
     CompressionSettings s = plan.base;
-    ApplyPolicySpec(row.policy, &s);
+    if (absl::Status st = ApplyPolicySpec(row.policy, &s); !st.ok()) return st;
     s.budget = row.budget;
     s.auto_risk = row.auto_risk;
     if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) return st;
@@ -81,6 +80,16 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
   o.prefill_chunk = plan.prefill_chunk;
   o.answer_tokens = plan.answer_tokens;
   CacheEvaluator evaluator(model, tokenizer, backend, o);
+  // Long runs say where they are at least every kProgressSeconds, not only per context.
+  constexpr double kProgressSeconds = 30;
+  auto last_line = Clock::now();
+  const auto run_start = last_line;
+  const int64_t total = static_cast<int64_t>(table.columns.size() * table.rows.size()) * plan.samples;
+  auto say = [&](const std::string& line) {
+    if (!progress) return;
+    progress(line);
+    last_line = Clock::now();
+  };
   for (size_t col = 0; col < table.columns.size(); ++col) {
     const EvalColumn& column = table.columns[col];
     for (int64_t i = 0; i < plan.samples; ++i) {
@@ -90,7 +99,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
       const auto t0 = Clock::now();
       std::string full_answer;
       for (size_t r = 0; r < table.rows.size(); ++r) {
-        absl::StatusOr<double> score = evaluator.Score(settings[r]);
+        absl::StatusOr<EvalScore> score = evaluator.Score(settings[r]);
         if (!score.ok()) {
           return absl::Status(score.status().code(),
                               absl::StrCat(table.rows[r].policy, " at budget ",
@@ -98,13 +107,23 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
                                                                        : absl::StrCat(table.rows[r].budget),
                                            ": ", score.status().message()));
         }
-        table.at(r, col) += *score / static_cast<double>(plan.samples);
-        table.budget_share_at(r, col) += std::min(1.0, evaluator.last_mean_quota() / static_cast<double>(column.context)) /
-                                 static_cast<double>(plan.samples);
+        EvalCell& cell = table.cell(r, col);
+        cell.values.push_back(score->value);
+        if (column.task != EvalTask::kKl) cell.nll_gaps.push_back(score->answer_nll_gap);
+        cell.budget_shares.push_back(
+            std::min(1.0, evaluator.last_mean_quota() / static_cast<double>(column.context)));
+        cell.peak_kv_bytes = std::max(cell.peak_kv_bytes, score->peak_kv_bytes);
         ++table.configs_scored;
+        if (std::chrono::duration<double>(Clock::now() - last_line).count() >= kProgressSeconds) {
+          const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
+          say(absl::StrFormat("  ... %d/%d scored, %.0f s; now %s %.2f on %s@%d sample %d", table.configs_scored,
+                              total, elapsed, table.rows[r].policy, table.rows[r].budget,
+                              std::string(EvalTaskName(column.task)), column.context, i + 1));
+        }
         if (table.rows[r].policy == "full") full_answer = evaluator.last_answer();
         if (plan.verbose && progress) {
-          progress(absl::StrFormat("  %s %.2f: %.4f%s", table.rows[r].policy, table.rows[r].budget, *score,
+          say(absl::StrFormat("  %s %.2f: %.4f (nll gap %.3f)%s", table.rows[r].policy, table.rows[r].budget,
+                              score->value, score->answer_nll_gap,
                                    column.task == EvalTask::kKl
                                        ? ""
                                        : absl::StrCat(" '", absl::StrReplaceAll(evaluator.last_answer(),
@@ -122,7 +141,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
         absl::StrAppend(&line, "; answer ", sample.answer, ", full cache said '",
                         absl::StrReplaceAll(full_answer, {{"\n", "\\n"}}), "'");
       }
-      progress(line);
+      say(line);
     }
   }
   return table;

@@ -12,6 +12,8 @@ struct EvalSample {
   std::vector<int32_t> context;       // exactly the requested number of tokens
   std::vector<int32_t> continuation;  // kl: the text's next tokens, teacher-forced after the context
   std::string answer;                 // passkey/multikey: the digits a correct answer contains
+  std::vector<int32_t> answer_tokens; // retrieval: the answer as the model would say it next
+                                      // (" NNNNN"), teacher-forced for its log-likelihood
   std::string source;                 // where it came from, for progress lines
 };
 

@@ -60,6 +60,7 @@ absl::StatusOr<EvalSample> BuildPasskeySample(const Tokenizer& tokenizer, const 
   absl::StatusOr<EvalSample> s = Assemble(tokenizer, spec, r, prompt, {needle}, "passkey");
   if (!s.ok()) return s;
   s->answer = key;
+  s->answer_tokens = tokenizer.Encode(absl::StrCat(" ", key), false, false);
   s->source = absl::StrFormat("depth %.2f", depth);
   return s;
 }
@@ -84,10 +85,13 @@ absl::StatusOr<EvalSample> BuildMultikeySample(const Tokenizer& tokenizer, const
       "Some special magic numbers are hidden within the following text. Make sure to memorize it. "
       "I will quiz you about the numbers afterwards.\n",
       absl::StrCat("\nWhat is the special magic number for ", word, " mentioned in the provided text?"),
-      absl::StrCat("The special magic number for ", word, " mentioned in the provided text is")};
+      // The needle's own words: SmolLM2-135M finishes them from the cache (a paraphrase it
+      // answers far less often with the full cache, which tells methods apart less well).
+      absl::StrCat("One of the special magic numbers for ", word, " is:")};
   absl::StatusOr<EvalSample> s = Assemble(tokenizer, spec, r, prompt, needles, "multikey");
   if (!s.ok()) return s;
   s->answer = values[asked];
+  s->answer_tokens = tokenizer.Encode(absl::StrCat(" ", values[asked]), false, false);
   s->source = absl::StrFormat("key %s at depth %.2f", word, needles[asked].depth);
   return s;
 }

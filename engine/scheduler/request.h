@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,8 @@ struct EngineRequest {
   int64_t kv_pool_kernel = 0;            // SnapKV average-pool kernel (odd); 0 = default
   std::vector<int64_t> layer_quota;      // tokens per layer; empty or one per layer (overrides the plan)
   int64_t kv_reduce_protected_dims = 0;  // mergereduce:cluster protected directions; 0 = default
+  std::string kv_chunk_scoring;          // question|window; empty = default
+  std::optional<int64_t> kv_question_tokens;  // the question's span (chunk mode); unset = the window
   RequestSink sink;
 };
 

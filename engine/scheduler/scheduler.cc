@@ -71,6 +71,7 @@ CompressionSettings CompressionFor(const EngineRequest& r, const CompressionSett
   if (r.kv_pool_kernel != 0) s.pool_kernel = r.kv_pool_kernel;
   if (!r.layer_quota.empty()) s.layer_quota = r.layer_quota;
   if (r.kv_reduce_protected_dims != 0) s.reduce_protected_dims = r.kv_reduce_protected_dims;
+  if (r.kv_question_tokens) s.question_tokens = r.kv_question_tokens;
   return s;
 }
 
@@ -126,6 +127,11 @@ absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
     absl::StatusOr<CompressAt> at = ParseCompressAt(request.kv_compress_at);
     if (!at.ok()) return at.status();
     kv.at = *at;
+  }
+  if (!request.kv_chunk_scoring.empty()) {
+    absl::StatusOr<ChunkScoring> scoring = ParseChunkScoring(request.kv_chunk_scoring);
+    if (!scoring.ok()) return scoring.status();
+    kv.chunk_scoring = *scoring;
   }
   if (absl::Status st = ValidateCompressionSettings(kv, model_.config.n_layers); !st.ok()) return st;
   // A pool in device memory compresses only through the device kernels; refuse what has none
@@ -322,21 +328,30 @@ absl::Status Scheduler::Step() {
   std::vector<ForwardRequest> batch;
   std::vector<Sequence*> members;
   int64_t budget = config_.max_batch_tokens;
+  std::vector<int64_t> prompt_tokens;  // per member: history tokens its step caches for good
   for (auto& s : running_) {
     if (s->prefilling()) continue;
     batch.push_back({absl::MakeConstSpan(&s->history[s->cached], 1), s->cached, &s->kv, false, Window(*s)});
     members.push_back(s.get());
+    prompt_tokens.push_back(1);
     --budget;
   }
   for (auto& s : running_) {
     if (budget == 0) break;
     if (!s->prefilling()) continue;
     if (chunk_free && s->prompt_len() - s->cached > small_prompt) continue;
-    const int64_t n = std::min({config_.prefill_chunk, s->prompt_len() - s->cached, budget});
-    batch.push_back({absl::MakeConstSpan(s->history).subspan(s->cached, n), s->cached, &s->kv, false, Window(*s)});
+    const int64_t cap = std::min(config_.prefill_chunk, budget);
+    const absl::Span<const int32_t> prompt = absl::MakeConstSpan(s->history).first(s->prompt_len());
+    // A compressor's step may carry a probe of the question after the chunk (chunk mode).
+    const SequenceCompressor::PrefillStep chunk =
+        s->compressor ? s->compressor->NextPrefill(prompt, s->cached, cap, s->kv)
+                      : SequenceCompressor::PlainPrefill(prompt, s->cached, cap);
+    batch.push_back({chunk.tokens, s->cached, &s->kv, false, Window(*s)});
     members.push_back(s.get());
-    last_step_.prefill_tokens += n;
-    budget -= n;
+    prompt_tokens.push_back(chunk.prompt_tokens);
+    const int64_t ran = static_cast<int64_t>(chunk.tokens.size());
+    last_step_.prefill_tokens += ran;
+    budget -= std::min(budget, ran);
   }
   last_step_.sequences = static_cast<int64_t>(members.size());
   logits_.clear();
@@ -347,7 +362,7 @@ absl::Status Scheduler::Step() {
     const int64_t vocab = model_.config.vocab_size;
     for (size_t i = 0; i < members.size(); ++i) {
       Sequence& s = *members[i];
-      s.cached += static_cast<int64_t>(batch[i].tokens.size());
+      s.cached += prompt_tokens[i];
       s.peak_pages_held = std::max(s.peak_pages_held, s.kv.pages_held());
       // A prefill chunk that ends inside the prompt has nothing to sample yet.
       if (s.prefilling()) {

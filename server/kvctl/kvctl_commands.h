@@ -11,6 +11,7 @@ int RunTokenize(int argc, char** argv);
 int RunInfo(int argc, char** argv);
 int RunHealth(int argc, char** argv);
 int RunBench(int argc, char** argv);
+int RunTop(int argc, char** argv);  // kvctl_top.cc: a terminal view of /metrics
 
 // The generate flags (also used by bench) and the request they describe.
 const std::vector<std::string>& GenerateFlags();

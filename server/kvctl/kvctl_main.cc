@@ -17,6 +17,7 @@ void PrintUsage() {
                "  info      the served model and limits\n"
                "  health    [--wait SECONDS]: exit 0 when SERVING\n"
                "  bench     [--clients 16] [--requests 200] [--stream]: requests/s of 1-token generations\n"
+               "  top       [--metrics HOST:9400] [--interval 1]: live KV memory, queue and tokens/s\n"
                "%s",
                kvserve::kvctl::kConnectionUsage);
 }
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   if (cmd == "info") return kvserve::kvctl::RunInfo(argc - 1, argv + 1);
   if (cmd == "health") return kvserve::kvctl::RunHealth(argc - 1, argv + 1);
   if (cmd == "bench") return kvserve::kvctl::RunBench(argc - 1, argv + 1);
+  if (cmd == "top") return kvserve::kvctl::RunTop(argc - 1, argv + 1);
   std::fprintf(stderr, "kvctl: unknown command '%s'\n", cmd.c_str());
   PrintUsage();
   return 2;

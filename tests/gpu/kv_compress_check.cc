@@ -14,6 +14,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <utility>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -275,7 +276,11 @@ void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::ve
   ASSERT_TRUE(tokenizer.ok());
   auto cpu = MakeCpuBackend();
   for (const char* policy : {"snapkv", "criticalkv"}) {
-    for (CompressAt at : {CompressAt::kChunk, CompressAt::kPrefillEnd}) {
+    // Chunk mode with the question probe (the default, probe_slots on the device path) and
+    // without it, and prefill_end.
+    for (const auto& [at, scoring] : {std::pair{CompressAt::kChunk, ChunkScoring::kQuestion},
+                                      std::pair{CompressAt::kChunk, ChunkScoring::kWindow},
+                                      std::pair{CompressAt::kPrefillEnd, ChunkScoring::kQuestion}}) {
       GenerationOptions o;
       o.max_new_tokens = 40;
       o.ignore_eos = true;
@@ -283,11 +288,14 @@ void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::ve
       o.compression.policy = policy;
       o.compression.budget = 0.25;
       o.compression.at = at;
+      o.compression.chunk_scoring = scoring;
       auto a = Generate(model, *tokenizer, *cpu, prompt, o, {}, /*keep_logits=*/true);
       auto b = Generate(model, *tokenizer, gpu, prompt, o);
       ASSERT_TRUE(a.ok()) << a.status();
       ASSERT_TRUE(b.ok()) << b.status();
-      const std::string what = std::string(policy) + (at == CompressAt::kChunk ? " chunk" : " prefill_end");
+      const std::string what =
+          std::string(policy) + (at == CompressAt::kChunk ? " chunk:" + std::string(ChunkScoringName(scoring))
+                                                          : std::string(" prefill_end"));
       EXPECT_EQ(b->compression.evicted_slots, a->compression.evicted_slots) << what;
       EXPECT_EQ(b->kv_slots_at_end, a->kv_slots_at_end) << what;
       size_t same = 0;

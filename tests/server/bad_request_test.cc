@@ -71,6 +71,29 @@ std::vector<BadCase> Cases() {
          r.mutable_kv()->set_budget_auto_risk(0.5);
          r.mutable_kv()->set_compress_at("chunk");
        }, kInvalid, "needs kv.compress_at prefill_end"},
+      {"unknown_chunk_scoring", [](R& r) { r.mutable_kv()->set_chunk_scoring("answer"); }, kInvalid,
+       "kv.chunk_scoring 'answer' is unknown"},
+      {"question_tokens_zero", [](R& r) { r.mutable_kv()->set_question_tokens(0); }, kInvalid,
+       "kv.question_tokens must be in [1, 4096], got 0"},
+      {"question_tokens_negative", [](R& r) { r.mutable_kv()->set_question_tokens(-5); }, kInvalid,
+       "kv.question_tokens must be in [1, 4096], got -5"},
+      {"question_tokens_at_prefill_end", [](R& r) {
+         r.mutable_kv()->set_question_tokens(2);
+         r.mutable_kv()->set_compress_at("prefill_end");
+       }, kInvalid, "kv.question_tokens 2 needs kv.compress_at chunk"},
+      {"question_tokens_with_window_scoring", [](R& r) {
+         r.mutable_kv()->set_question_tokens(2);
+         r.mutable_kv()->set_chunk_scoring("window");
+       }, kInvalid, "kv.question_tokens 2 needs kv.chunk_scoring question"},
+      {"question_longer_than_prompt", [](R& r) {
+         r.mutable_kv()->set_policy("snapkv");
+         r.mutable_kv()->set_compress_at("chunk");
+         r.mutable_kv()->set_question_tokens(4000);
+       }, kInvalid, "question_tokens 4000 is longer than the prompt's"},
+      {"window_too_large", [](R& r) { r.mutable_kv()->set_window(5000); }, kInvalid,
+       "kv.window must be in [1, 4096], got 5000"},
+      {"pool_kernel_too_large", [](R& r) { r.mutable_kv()->set_pool_kernel(301); }, kInvalid,
+       "kv.pool_kernel must be odd and in [1, 255], got 301"},
       {"layer_budgets_wrong_count", [](R& r) { r.mutable_kv()->add_layer_budgets(64); }, kInvalid,
        "kv.layer_budgets has 1 entries, the model has 2 layers"},
       {"empty_stop_sequence", [](R& r) { r.mutable_stopping()->add_stop_sequences(""); }, kInvalid,

@@ -60,6 +60,12 @@ def main():
         addr = f"127.0.0.1:{p['grpc']}"
         metrics_port = int(p["metrics"])
         subprocess.run([KVCTL, "health", "--addr", addr, "--wait", "120"], check=True, stdout=subprocess.DEVNULL)
+        # The HTTP probes beside /metrics: alive, and ready once gRPC health says SERVING.
+        for path, want in (("/health", "ok\n"), ("/ready", "ready\n")):
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}{path}", timeout=10) as r:
+                body = r.read().decode()
+                if r.status != 200 or body != want:
+                    raise SystemExit(f"FAIL: GET {path} -> {r.status} {body!r}")
 
         prom_port = free_port()
         config = os.path.join(work, "prometheus.yml")

@@ -19,6 +19,8 @@ namespace {
 
 TEST(DeviceLayerCompressorTest, CompactsALayerAsTheHostPathDoes) {
   const int64_t len = 70, kvh = 2, group = 2, d = 8, hidden = 16, window_len = 6, k = 23;
+  // probe 5: the last 5 slots are a question probe's, scored with but never kept.
+  for (const int64_t probe : {0, 5})
   for (const char* policy : {"snapkv", "criticalkv"}) {
     LayerFixture host(len, kvh, d), dev(len, kvh, d);
     host.FillRandom(4);
@@ -39,11 +41,13 @@ TEST(DeviceLayerCompressorTest, CompactsALayerAsTheHostPathDoes) {
       r.scale = 1.0f / std::sqrt(static_cast<float>(d));
       r.wo = WeightView{DType::kF32, hidden, kvh * group * d, wo.data()};
       r.n_keep = k;
+      r.probe_slots = probe;
       return r;
     };
     auto cpu = MakeCpuBackend();
     const Selection sel = (*MakeKvPolicy(s))->Select(request(host), *cpu);
     ASSERT_TRUE(CompactLayer(host.pool, host.seq, 0, sel).ok());
+    for (int32_t slot : sel.slots) ASSERT_LT(slot, len - probe) << policy << ": a probe slot was kept";
 
     HostAsDeviceBackend backend;
     const std::optional<DeviceSelectionSpec> spec = DeviceSelectionFor(s);

@@ -51,14 +51,14 @@ TEST_F(CacheEvaluatorTest, KlIsZeroForTheFullCacheAndAnUnboundBudgetAndPositiveW
   const int64_t held = eval_->pool().stats().pages_used;
   auto full = eval_->Score(Settings("full", 1.0));
   ASSERT_TRUE(full.ok()) << full.status();
-  EXPECT_EQ(*full, 0.0);
+  EXPECT_EQ(full->value, 0.0);
   for (const char* policy : {"streaming", "snapkv", "criticalkv", "pyramid"}) {
     auto unbound = eval_->Score(Settings(policy, 1.0));
     ASSERT_TRUE(unbound.ok()) << unbound.status();
-    EXPECT_EQ(*unbound, 0.0) << policy;
+    EXPECT_EQ(unbound->value, 0.0) << policy;
     auto tight = eval_->Score(Settings(policy, 0.1));
     ASSERT_TRUE(tight.ok()) << tight.status();
-    EXPECT_GT(*tight, 1e-6) << policy;
+    EXPECT_GT(tight->value, 1e-6) << policy;
     EXPECT_EQ(eval_->pool().stats().pages_used, held) << policy;
   }
 }
@@ -73,7 +73,7 @@ TEST_F(CacheEvaluatorTest, ChunkModePrefillsAgainCompressingAsItGoes) {
     chunk.at = CompressAt::kChunk;
     auto unbound = eval_->Score(chunk);
     ASSERT_TRUE(unbound.ok()) << unbound.status();
-    EXPECT_EQ(*unbound, 0.0) << policy;
+    EXPECT_EQ(unbound->value, 0.0) << policy;
     // A tight one: later chunks attend to what the earlier compressions left, so the
     // result is a different cache from compressing once at the end.
     chunk.budget = 0.2;
@@ -82,8 +82,8 @@ TEST_F(CacheEvaluatorTest, ChunkModePrefillsAgainCompressingAsItGoes) {
     auto chunked = eval_->Score(chunk), ended = eval_->Score(at_end);
     ASSERT_TRUE(chunked.ok()) << chunked.status();
     ASSERT_TRUE(ended.ok()) << ended.status();
-    EXPECT_GT(*chunked, 1e-6) << policy;
-    EXPECT_NE(*chunked, *ended) << policy;
+    EXPECT_GT(chunked->value, 1e-6) << policy;
+    EXPECT_NE(chunked->value, ended->value) << policy;
     EXPECT_EQ(eval_->pool().stats().pages_used, held) << policy;
   }
 }
@@ -94,19 +94,44 @@ TEST_F(CacheEvaluatorTest, RetrievalScoresTheGreedyAnswer) {
   ASSERT_TRUE(eval_->Prefill(s).ok());
   auto miss = eval_->Score(Settings("full", 1.0));
   ASSERT_TRUE(miss.ok()) << miss.status();
-  EXPECT_EQ(*miss, 0.0);
+  EXPECT_EQ(miss->value, 0.0);
   const std::string said = eval_->last_answer();
   ASSERT_FALSE(said.empty());
   // What the full cache says is right by construction; a budget that never binds agrees.
   s.answer = said;
   ASSERT_TRUE(eval_->Prefill(s).ok());
-  EXPECT_EQ(*eval_->Score(Settings("full", 1.0)), 1.0);
-  EXPECT_EQ(*eval_->Score(Settings("snapkv", 1.0)), 1.0);
+  EXPECT_EQ(eval_->Score(Settings("full", 1.0))->value, 1.0);
+  EXPECT_EQ(eval_->Score(Settings("snapkv", 1.0))->value, 1.0);
   EXPECT_EQ(eval_->last_answer(), said);
   // A tight budget runs the decode-time re-selection too, and still returns every page.
   const int64_t held = eval_->pool().stats().pages_used;
   EXPECT_TRUE(eval_->Score(Settings("criticalkv", 0.05)).ok());
   EXPECT_EQ(eval_->pool().stats().pages_used, held);
+}
+
+TEST_F(CacheEvaluatorTest, AnswerNllGapIsZeroForTheFullCacheAndTheKvPeakFollowsTheMode) {
+  EvalSample s = Sample(250, 0);
+  s.answer = "unused";
+  s.answer_tokens = {11, 12, 13, 14};
+  ASSERT_TRUE(eval_->Prefill(s).ok());
+  auto full = eval_->Score(Settings("full", 1.0));
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->answer_nll_gap, 0.0);
+  auto unbound = eval_->Score(Settings("snapkv", 1.0));
+  EXPECT_EQ(unbound->answer_nll_gap, 0.0);
+  // Scoring the answer leaves the cache as it was: a second score is identical.
+  CompressionSettings tight = Settings("snapkv", 0.1);
+  auto a = eval_->Score(tight), b = eval_->Score(tight);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->answer_nll_gap, 0.0);
+  EXPECT_EQ(a->answer_nll_gap, b->answer_nll_gap);
+  EXPECT_EQ(a->value, b->value);
+  // prefill_end holds the whole context at its peak; chunk mode about the budget and a chunk.
+  tight.at = CompressAt::kChunk;
+  auto chunked = eval_->Score(tight);
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  EXPECT_EQ(a->peak_kv_bytes, full->peak_kv_bytes);
+  EXPECT_LT(chunked->peak_kv_bytes, full->peak_kv_bytes);
 }
 
 TEST_F(CacheEvaluatorTest, ScoringNeedsAPrefillAndTheRecordedWindow) {

@@ -4,6 +4,7 @@
 
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/test_paths.h"
 
 namespace kvserve {
@@ -41,7 +42,19 @@ TEST(EvalRunnerTest, TinyModelTableHasEveryRowAndColumnAndAZeroFullRow) {
   EXPECT_GT(table->at(1, 0), 0.0);  // snapkv keeping a quarter of a random model's cache
   const std::string md = FormatEvalTable(*table);
   EXPECT_NE(md.find("| policy | budget | kl@260 | kl@300 | passkey@260 | passkey@300 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| full | - | 0.0000 | 0.0000 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| full | - | 0.0000 [0.0000, 0.0000] | 0.0000 [0.0000, 0.0000] |"), std::string::npos) << md;
+  // Every cell keeps its samples; the JSON carries them with the interval and the NLL gap.
+  EXPECT_EQ(table->cell(1, 0).values.size(), 2u);
+  const nlohmann::json j = nlohmann::json::parse(EvalTableJson(*table, R"({"samples": 2})"));
+  EXPECT_EQ(j["meta"]["samples"], 2);
+  ASSERT_EQ(j["cells"].size(), 20u);
+  const nlohmann::json& passkey_full = j["cells"][2];
+  EXPECT_EQ(passkey_full["task"], "passkey");
+  EXPECT_EQ(passkey_full["policy"], "full");
+  EXPECT_EQ(passkey_full["n"], 2);
+  EXPECT_EQ(passkey_full["answer_nll_gap"], 0.0);
+  EXPECT_GT(passkey_full["peak_kv_bytes"].get<int64_t>(), 0);
+  EXPECT_FALSE(j["cells"][0].contains("answer_nll_gap"));  // kl
   EXPECT_NE(md.find("| streaming | 0.50 |"), std::string::npos) << md;
 }
 
