@@ -1,10 +1,6 @@
 """Builds a GenerateRequest from plain Python values, shared by the sync and asyncio clients."""
 from ._pb import generation_pb2 as pb
 
-_KV_FIELDS = {"policy", "budget", "budget_plan", "layer_budgets", "compress_at", "first_stage_ratio", "window",
-              "pool_kernel", "reduce_protected_dims", "budget_auto_risk"}
-_SAMPLING_FIELDS = {"temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
-                    "frequency_penalty", "seed"}
 
 
 def build_request(prompt=None, *, token_ids=None, messages=None, max_new_tokens=None, ignore_eos=False,
@@ -31,18 +27,22 @@ def build_request(prompt=None, *, token_ids=None, messages=None, max_new_tokens=
     req.stopping.stop_sequences.extend(stop or [])
     req.stopping.stop_token_ids.extend(stop_token_ids or [])
     req.logprobs.top_logprobs = int(top_logprobs)
-    _fill(req.kv, kv or {}, _KV_FIELDS, "kv")
-    _fill(req.sampling, sampling or {}, _SAMPLING_FIELDS, "sampling")
+    _fill(req.kv, kv or {}, "kv")
+    _fill(req.sampling, sampling or {}, "sampling")
     return req
 
 
-def _fill(msg, values, allowed, what):
+def _fill(msg, values, what):
+    """Fields by their proto names, read off the generated descriptor, so a field added to the
+    proto is usable as soon as the client is reinstalled."""
+    fields = msg.DESCRIPTOR.fields_by_name
     for key, value in values.items():
-        if key not in allowed:
-            raise ValueError(f"unknown {what} field {key!r} (known: {', '.join(sorted(allowed))})")
+        if key not in fields:
+            raise ValueError(f"unknown {what} field {key!r} (known: {', '.join(sorted(fields))})")
         if value is None:
             continue
-        if key == "layer_budgets":
-            msg.layer_budgets.extend(int(v) for v in value)
+        current = getattr(msg, key)
+        if hasattr(current, "extend"):  # a repeated field (the descriptor API for this moved across protobuf versions)
+            current.extend(value)
         else:
             setattr(msg, key, value)
