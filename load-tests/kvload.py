@@ -62,6 +62,7 @@ def parse_args(argv=None):
     g.add_argument("--kv-budget", type=float)
     g.add_argument("--compress-at", choices=["prefill_end", "chunk"])
     g.add_argument("--budget-plan")
+    g.add_argument("--chunk-scoring", choices=["question", "window"], help="chunk mode: what scores a mid-prompt chunk")
     g.add_argument("--kv-min-tokens", type=int, default=0,
                    help="apply the KV flags only to prompts of at least this many tokens")
     g = ap.add_argument_group("results")
@@ -82,7 +83,8 @@ def parse_args(argv=None):
 
 
 def kv_params(a):
-    kv = {"policy": a.kv_policy, "budget": a.kv_budget, "compress_at": a.compress_at, "budget_plan": a.budget_plan}
+    kv = {"policy": a.kv_policy, "budget": a.kv_budget, "compress_at": a.compress_at, "budget_plan": a.budget_plan,
+          "chunk_scoring": a.chunk_scoring}
     kv = {k: v for k, v in kv.items() if v is not None}
     return lambda prompt: kv if kv and len(prompt.token_ids) >= a.kv_min_tokens else None
 
@@ -113,6 +115,7 @@ def result_json(a, run, records, tok, scraper):
            "request_rate": "inf" if math.isinf(a.request_rate) else a.request_rate,
            "burstiness": a.burstiness, "max_concurrency": a.max_concurrency,
            "kv_policy": a.kv_policy, "kv_budget": a.kv_budget, "compress_at": a.compress_at,
+           "chunk_scoring": a.chunk_scoring,
            "goodput_slo_ms": a.slo or None}
     for kv in a.metadata:
         k, _, v = kv.partition("=")
