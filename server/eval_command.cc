@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -228,28 +229,36 @@ int RunEval(int argc, char** argv) {
                static_cast<long long>(plan.samples), std::string(PromptStyleName(plan.style)).c_str(),
                static_cast<unsigned long long>(plan.seed));
   auto backend = MakeCpuBackend();
-  EVAL_ASSIGN_OR_FAIL(table, RunEvalPlan(model, tokenizer, *backend, plan, corpus.get(), [](const std::string& line) {
-                        std::fprintf(stderr, "%s\n", line.c_str());
-                      }));
-  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::fputs(FormatEvalTable(table).c_str(), stdout);
-  std::printf("\nwall time %.1f s (%lld contexts prefilled, %lld configurations scored)\n", wall,
-              static_cast<long long>(table.contexts_prefilled), static_cast<long long>(table.configs_scored));
-  if (auto path = args.Get("json")) {
+  const std::optional<std::string> json_path = args.Get("json");
+  // Written after every context too: a long run stopped midway keeps the cells it filled.
+  auto write_json = [&](const EvalTable& t, bool complete) {
+    if (!json_path) return true;
     std::string command = "kvserve";
     for (int i = 1; i < argc; ++i) absl::StrAppend(&command, " ", argv[i]);
     const nlohmann::json meta = {{"command", command},
                                  {"model", *model_spec},
                                  {"samples", plan.samples},
+                                 {"complete", complete},
                                  {"prompt_style", std::string(PromptStyleName(plan.style))},
                                  {"window", plan.base.window},
                                  {"prefill_chunk", plan.prefill_chunk},
                                  {"page_size", plan.page_size},
                                  {"seed", plan.seed},
-                                 {"wall_seconds", wall}};
-    std::ofstream out(*path);
-    out << EvalTableJson(table, meta.dump()) << "\n";
-    if (!out) return EvalFail(absl::InvalidArgumentError(absl::StrCat("--json: cannot write '", *path, "'")));
+                                 {"wall_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+    std::ofstream out(*json_path);
+    out << EvalTableJson(t, meta.dump()) << "\n";
+    return static_cast<bool>(out);
+  };
+  EVAL_ASSIGN_OR_FAIL(table, RunEvalPlan(
+                                 model, tokenizer, *backend, plan, corpus.get(),
+                                 [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
+                                 [&](const EvalTable& t) { write_json(t, false); }));
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::fputs(FormatEvalTable(table).c_str(), stdout);
+  std::printf("\nwall time %.1f s (%lld contexts prefilled, %lld configurations scored)\n", wall,
+              static_cast<long long>(table.contexts_prefilled), static_cast<long long>(table.configs_scored));
+  if (!write_json(table, true)) {
+    return EvalFail(absl::InvalidArgumentError(absl::StrCat("--json: cannot write '", *json_path, "'")));
   }
   return 0;
 }

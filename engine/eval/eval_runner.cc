@@ -40,7 +40,8 @@ std::vector<EvalRow> EvalRows(const EvalPlan& plan) {
 
 absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& tokenizer, Backend& backend,
                                   const EvalPlan& plan, const TextCorpus* corpus,
-                                  const std::function<void(const std::string&)>& progress) {
+                                  const std::function<void(const std::string&)>& progress,
+                                  const std::function<void(const EvalTable&)>& checkpoint) {
   using Clock = std::chrono::steady_clock;
   if (plan.samples < 1) return absl::InvalidArgumentError(absl::StrCat("samples must be >= 1, got ", plan.samples));
   EvalTable table;
@@ -130,6 +131,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
                                                                                 {{"\n", "\\n"}}), "'")));
         }
       }
+      if (checkpoint) checkpoint(table);
       if (!progress) continue;
       std::string line = absl::StrFormat("[%s@%d %d/%d] %s: prefill %.1f s (%.0f tok/s), %d configs %.1f s",
                                          std::string(EvalTaskName(column.task)), column.context, i + 1, plan.samples,

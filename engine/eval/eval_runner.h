@@ -41,9 +41,12 @@ std::vector<EvalRow> EvalRows(const EvalPlan& plan);
 
 // Runs the plan; corpus may be null when it has no kl task. Every sample is built (and
 // checked) before the first prefill, so a context too short for its task fails at once.
-// progress receives one line per prefilled context.
+// progress receives one line per prefilled context (and one at least every 30 s);
+// checkpoint, the table so far after each context (so a long run stopped midway keeps what it
+// measured).
 absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& tokenizer, Backend& backend,
                                   const EvalPlan& plan, const TextCorpus* corpus,
-                                  const std::function<void(const std::string&)>& progress = {});
+                                  const std::function<void(const std::string&)>& progress = {},
+                                  const std::function<void(const EvalTable&)>& checkpoint = {});
 
 }  // namespace kvserve

@@ -27,8 +27,12 @@ TEST(EvalRunnerTest, TinyModelTableHasEveryRowAndColumnAndAZeroFullRow) {
   plan.continuation = 16;
   plan.base.window = 16;
   std::vector<std::string> lines;
-  auto table = RunEvalPlan(*model, *tok, *backend, plan, &*corpus, [&](const std::string& l) { lines.push_back(l); });
+  std::vector<int64_t> checkpoints;  // contexts prefilled at each checkpoint
+  auto table = RunEvalPlan(
+      *model, *tok, *backend, plan, &*corpus, [&](const std::string& l) { lines.push_back(l); },
+      [&](const EvalTable& t) { checkpoints.push_back(t.contexts_prefilled); });
   ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(checkpoints, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
   ASSERT_EQ(table->rows.size(), 5u);
   EXPECT_EQ(table->rows[0].policy, "full");
   EXPECT_EQ(table->rows[1].policy, "snapkv");
