@@ -19,14 +19,14 @@ const char kGenerateUsage[] =
     "  [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
     "  [--presence-penalty P] [--frequency-penalty P] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
     "  [--ignore-eos] [--kv-policy full|streaming|snapkv|criticalkv|pyramid] [--kv-budget B|auto:RISK] [--kv-plan uniform|pyramid]\n"
-    "  [--compress-at prefill_end|chunk]\n"
+    "  [--compress-at prefill_end|chunk] [--chunk-scoring question|window] [--question-tokens N]\n"
     "  [--request-id ID] [--usage (finish reason, usage and timings on stderr)] [--ids (print token ids)]\n";
 
 const std::vector<std::string>& GenerateFlags() {
   static const std::vector<std::string> f = {
       "prompt", "prompt-file", "token-ids", "system", "max-new-tokens", "temperature", "top-k", "top-p", "min-p",
       "repetition-penalty", "presence-penalty", "frequency-penalty", "seed", "stop", "stop-token-id",
-      "kv-policy", "kv-budget", "kv-plan", "compress-at", "request-id"};
+      "kv-policy", "kv-budget", "kv-plan", "compress-at", "chunk-scoring", "question-tokens", "request-id"};
   return f;
 }
 
@@ -155,6 +155,11 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
   kv->set_policy(a.Get("kv-policy").value_or(""));
   kv->set_budget_plan(a.Get("kv-plan").value_or(""));
   kv->set_compress_at(a.Get("compress-at").value_or(""));
+  kv->set_chunk_scoring(a.Get("chunk-scoring").value_or(""));
+  if (absl::Status status = Optional<int64_t>(a, "question-tokens", [&](int64_t v) { kv->set_question_tokens(v); });
+      !status.ok()) {
+    return status;
+  }
   // --kv-budget auto:RISK asks the server to pick the budget; a number fixes it.
   if (auto b = a.Get("kv-budget"); b && b->rfind("auto:", 0) == 0) {
     double risk = 0;
