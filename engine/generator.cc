@@ -114,8 +114,7 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
   while (pos < static_cast<int64_t>(prompt.size())) {
     // A compressor's step may carry a probe of the question after the chunk (chunk mode).
     const SequenceCompressor::PrefillStep chunk =
-        compressor ? compressor->NextPrefill(prompt, pos, o.prefill_chunk, seq)
-                   : SequenceCompressor::PlainPrefill(prompt, pos, o.prefill_chunk);
+        SequenceCompressor::NextPrefillOf(compressor.get(), prompt, pos, o.prefill_chunk, seq);
     const int64_t n = chunk.prompt_tokens;
     logits.clear();
     ForwardRequest req{chunk.tokens, pos, &seq, false, window};

@@ -153,8 +153,7 @@ int RunBench(int argc, char** argv) {
         // As served: in chunk mode a step may carry a probe of the question after the chunk.
         const auto prompt = absl::MakeConstSpan(prompts[b]);
         const SequenceCompressor::PrefillStep chunk_step =
-            comps[b] ? comps[b]->NextPrefill(prompt, pos, *chunk, seqs[b])
-                     : SequenceCompressor::PlainPrefill(prompt, pos, *chunk);
+            SequenceCompressor::NextPrefillOf(comps[b].get(), prompt, pos, *chunk, seqs[b]);
         logits.clear();
         ForwardRequest req{chunk_step.tokens, pos, &seqs[b], false, window(b)};
         if (auto st = fwd.Step({&req, 1}, &logits); !st.ok()) return BenchFail(st);

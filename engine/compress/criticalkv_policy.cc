@@ -59,10 +59,7 @@ Selection CriticalKvPolicy::Select(const SelectionRequest& r, Backend& backend) 
   if (r.probe_slots > 0) s = DropTrailingSlots(s, kvh, r.layer.len, r.probe_slots);
   absl::Span<const float> norms = r.value_norms;
   if (norms.empty()) {
-    SelectionRequest candidates = r;
-    candidates.layer = L;
-    candidates.probe_slots = 0;
-    ProjectedValueNorms(candidates, backend, &computed);
+    ProjectedValueNorms(r.WithoutProbe(), backend, &computed);
     norms = computed;
   }
   const int64_t n1 = static_cast<int64_t>(std::floor(static_cast<double>(r.n_keep) * first_stage_ratio_));

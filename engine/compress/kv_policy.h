@@ -57,6 +57,14 @@ struct SelectionRequest {
 
   // The entries that may be kept: the layer without the probe.
   LayerKv Candidates() const { return LayerKv{layer.kv, layer.pages, layer.len - probe_slots}; }
+  // The same request over the candidates alone (what per-entry side data, such as value
+  // norms, is computed for).
+  SelectionRequest WithoutProbe() const {
+    SelectionRequest r = *this;
+    r.layer = Candidates();
+    r.probe_slots = 0;
+    return r;
+  }
 };
 
 struct Selection {

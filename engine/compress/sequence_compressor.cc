@@ -81,6 +81,12 @@ SequenceCompressor::PrefillStep SequenceCompressor::PlainPrefill(absl::Span<cons
   return {prompt.subspan(cached, n), n};
 }
 
+SequenceCompressor::PrefillStep SequenceCompressor::NextPrefillOf(SequenceCompressor* comp,
+                                                                  absl::Span<const int32_t> prompt, int64_t cached,
+                                                                  int64_t max_tokens, const SequenceKv& seq) {
+  return comp ? comp->NextPrefill(prompt, cached, max_tokens, seq) : PlainPrefill(prompt, cached, max_tokens);
+}
+
 SequenceCompressor::PrefillStep SequenceCompressor::NextPrefill(absl::Span<const int32_t> prompt, int64_t cached,
                                                                 int64_t max_tokens, const SequenceKv& seq) {
   const int64_t p = static_cast<int64_t>(prompt.size()), remaining = p - cached;
@@ -137,10 +143,7 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
     // Project only the entries that arrived since the last selection.
     auto& per_head = value_norms_[l];
     const int64_t known = static_cast<int64_t>(per_head[0].size());
-    SelectionRequest candidates = r;
-    candidates.layer = r.Candidates();
-    candidates.probe_slots = 0;
-    ProjectedValueNorms(candidates, backend, &norms_fresh_, known);
+    ProjectedValueNorms(r.WithoutProbe(), backend, &norms_fresh_, known);
     norms_flat_.resize(static_cast<size_t>(kvh * len));
     for (int64_t h = 0; h < kvh; ++h) {
       per_head[h].insert(per_head[h].end(), norms_fresh_.begin() + h * (len - known),

@@ -65,6 +65,9 @@ class SequenceCompressor {
   // The step of a sequence without a probe (or without compression): the next
   // min(max_tokens, rest) prompt tokens, at least one.
   static PrefillStep PlainPrefill(absl::Span<const int32_t> prompt, int64_t cached, int64_t max_tokens);
+  // comp's NextPrefill, or PlainPrefill for a sequence without compression (comp null).
+  static PrefillStep NextPrefillOf(SequenceCompressor* comp, absl::Span<const int32_t> prompt, int64_t cached,
+                                   int64_t max_tokens, const SequenceKv& seq);
   // True when mid-prompt chunks are scored by a probe of the question.
   bool ProbesQuestion() const { return probes_question_; }
   // Tokens of the question a probe runs (0 without probes).

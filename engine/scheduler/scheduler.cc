@@ -344,8 +344,7 @@ absl::Status Scheduler::Step() {
     const absl::Span<const int32_t> prompt = absl::MakeConstSpan(s->history).first(s->prompt_len());
     // A compressor's step may carry a probe of the question after the chunk (chunk mode).
     const SequenceCompressor::PrefillStep chunk =
-        s->compressor ? s->compressor->NextPrefill(prompt, s->cached, cap, s->kv)
-                      : SequenceCompressor::PlainPrefill(prompt, s->cached, cap);
+        SequenceCompressor::NextPrefillOf(s->compressor.get(), prompt, s->cached, cap, s->kv);
     batch.push_back({chunk.tokens, s->cached, &s->kv, false, Window(*s)});
     members.push_back(s.get());
     prompt_tokens.push_back(chunk.prompt_tokens);
