@@ -186,7 +186,7 @@ const char* kEvalHelp =
     "  [--ripple-profile PROFILE.json --ripple-r 8 --ripple-gamma 4]\n"
     "  [--budgets 0.1,0.2,0.3 (fractions of the context)] [--auto-risks 0.1,0.2 (auto:RISK rows; the\n"
     "  cells then show the budget the risk picked, as a share of the context, in parentheses)]\n"
-    "  [--contexts 2048,4096,7500 (tokens)] [--tasks kl,passkey,multikey] [--samples N=3]\n"
+    "  [--contexts 2048,4096,7500 (tokens)] [--tasks kl,passkey,multikey (also multivalue, vartrack)] [--samples N=3]\n"
     "  [--continuation N=64 (kl tokens after the context)] [--answer-tokens N=12 (greedy answer length)]\n"
     "  [--corpus DIR=tests/data/corpus] [--seed S=0] [--prompt-style plain|chat=plain]\n"
     "  [--page-size N=16] [--prefill-chunk N=512] [--kv-window N=64] [--first-stage-ratio R=0.5]\n"

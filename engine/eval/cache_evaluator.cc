@@ -15,6 +15,13 @@ namespace {
 
 int64_t PagesFor(int64_t slots, int64_t page_size) { return (slots + page_size - 1) / page_size; }
 
+bool ContainsAll(const std::string& text, const std::vector<std::string>& parts) {
+  for (const std::string& p : parts) {
+    if (text.find(p) == std::string::npos) return false;
+  }
+  return true;
+}
+
 // Releases a clone's pages however the scoring ends, so the pool never grows.
 class ScopedClone {
  public:
@@ -28,6 +35,11 @@ class ScopedClone {
 };
 
 }  // namespace
+
+int64_t AnswerBudget(int64_t configured, const EvalSample& sample) {
+  if (sample.answers.size() < 2) return configured;
+  return std::max<int64_t>(configured, 2 * static_cast<int64_t>(sample.answer_tokens.size()) + 4);
+}
 
 CacheEvaluator::CacheEvaluator(const Model& model, const Tokenizer& tokenizer, Backend& backend,
                                const CacheEvaluatorOptions& o)
@@ -47,7 +59,8 @@ absl::Status CacheEvaluator::Prefill(const EvalSample& sample) {
   using Clock = std::chrono::steady_clock;
   const ModelConfig& c = model_.config;
   const int64_t n = static_cast<int64_t>(sample.context.size());
-  const int64_t extra = std::max<int64_t>(static_cast<int64_t>(sample.continuation.size()), options_.answer_tokens);
+  const int64_t extra = std::max<int64_t>(static_cast<int64_t>(sample.continuation.size()),
+                                          AnswerBudget(options_.answer_tokens, sample));
   if (n < 1 || n > options_.max_context || extra > options_.max_extra) {
     return absl::InvalidArgumentError(absl::StrCat("an evaluation context of ", n, " tokens (+", extra,
                                                    ") is outside what the evaluator was sized for (",
@@ -142,14 +155,15 @@ absl::StatusOr<bool> CacheEvaluator::Answer(SequenceKv& seq, SequenceCompressor*
   std::vector<int32_t> out;
   int64_t pos = static_cast<int64_t>(sample_.context.size());
   last_answer_.clear();
-  for (int64_t step = 0; step < options_.answer_tokens; ++step) {
+  const int64_t budget = AnswerBudget(options_.answer_tokens, sample_);
+  for (int64_t step = 0; step < budget; ++step) {
     const int32_t id = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     if (tokenizer_.IsEndOfGeneration(id)) break;
     out.push_back(id);
     last_answer_ = tokenizer_.Decode(out, /*render_special=*/false);
     // Stopping at the first sight of the answer gives the same score as decoding on.
-    if (last_answer_.find(sample_.answer) != std::string::npos) return true;
-    if (step + 1 == options_.answer_tokens) break;
+    if (ContainsAll(last_answer_, sample_.answers)) return true;
+    if (step + 1 == budget) break;
     logits.clear();
     ForwardRequest req{absl::MakeConstSpan(&out.back(), 1), pos, &seq, false, comp ? comp->window() : nullptr};
     if (absl::Status st = forward_->Step({&req, 1}, &logits); !st.ok()) return st;
@@ -171,7 +185,8 @@ absl::StatusOr<EvalScore> CacheEvaluator::Score(const CompressionSettings& setti
   }
   std::unique_ptr<SequenceCompressor> comp;
   if (settings.active()) {
-    const int64_t extra = std::max<int64_t>(static_cast<int64_t>(sample_.continuation.size()), options_.answer_tokens);
+    const int64_t extra = std::max<int64_t>(static_cast<int64_t>(sample_.continuation.size()),
+                                            AnswerBudget(options_.answer_tokens, sample_));
     auto made = SequenceCompressor::Create(model_, settings, static_cast<int64_t>(sample_.context.size()), extra,
                                            options_.page_size, options_.prefill_chunk);
     if (!made.ok()) return made.status();

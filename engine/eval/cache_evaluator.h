@@ -31,6 +31,12 @@ struct CacheEvaluatorOptions {
   int64_t answer_tokens = 12; // greedy tokens a retrieval answer may take
 };
 
+// Greedy tokens a retrieval answer may take: the configured count, or, for an answer of
+// several parts (a multi-value needle's numbers, a chain's variables), twice the expected
+// answer's length + 4 when that is longer: a model may restate each part with its context
+// ("VAR B = VAR A, VAR C = VAR B") and is right when every part appears.
+int64_t AnswerBudget(int64_t configured, const EvalSample& sample);
+
 // One sample under one setting.
 struct EvalScore {
   double value = 0;            // mean KL (kl) or 1/0 for a right/wrong greedy answer (retrieval)

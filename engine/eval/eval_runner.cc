@@ -5,9 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "engine/eval/cache_evaluator.h"
 #include "engine/eval/retrieval_tasks.h"
+#include "engine/eval/variable_tracking_task.h"
 
 namespace kvserve {
 namespace {
@@ -19,8 +21,14 @@ absl::StatusOr<EvalSample> BuildSample(const Model& model, const Tokenizer& toke
     return corpus->Sample(context, plan.continuation, sample, plan.seed);
   }
   const RetrievalSpec spec{context, sample, plan.samples, plan.seed, plan.style};
-  return task == EvalTask::kPasskey ? BuildPasskeySample(tokenizer, model.tokenizer, spec)
-                                    : BuildMultikeySample(tokenizer, model.tokenizer, spec);
+  switch (task) {
+    case EvalTask::kPasskey: return BuildPasskeySample(tokenizer, model.tokenizer, spec);
+    case EvalTask::kMultikey: return BuildMultikeySample(tokenizer, model.tokenizer, spec);
+    case EvalTask::kMultivalue: return BuildMultivalueSample(tokenizer, model.tokenizer, spec);
+    case EvalTask::kVariableTracking: return BuildVariableTrackingSample(tokenizer, model.tokenizer, spec);
+    case EvalTask::kKl: break;
+  }
+  return absl::InternalError("unhandled eval task");
 }
 
 }  // namespace
@@ -60,6 +68,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
           BuildSample(model, tokenizer, plan, corpus, table.columns[col].task, table.columns[col].context, i);
       if (!s.ok()) return s.status();
       max_extra = std::max<int64_t>(max_extra, static_cast<int64_t>(s->continuation.size()));
+      max_extra = std::max<int64_t>(max_extra, AnswerBudget(plan.answer_tokens, *s));
       samples[col].push_back(*std::move(s));
     }
   }
@@ -140,7 +149,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
                                          table.rows.size(),
                                          std::chrono::duration<double>(Clock::now() - t0).count());
       if (column.task != EvalTask::kKl && !full_answer.empty()) {
-        absl::StrAppend(&line, "; answer ", sample.answer, ", full cache said '",
+        absl::StrAppend(&line, "; answer ", absl::StrJoin(sample.answers, " & "), ", full cache said '",
                         absl::StrReplaceAll(full_answer, {{"\n", "\\n"}}), "'");
       }
       say(line);

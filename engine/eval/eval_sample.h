@@ -11,9 +11,11 @@ namespace kvserve {
 struct EvalSample {
   std::vector<int32_t> context;       // exactly the requested number of tokens
   std::vector<int32_t> continuation;  // kl: the text's next tokens, teacher-forced after the context
-  std::string answer;                 // passkey/multikey: the digits a correct answer contains
+  std::vector<std::string> answers;   // retrieval: what a correct answer contains, every one
+                                      // (a passkey's digits; a multi-value needle's values)
   std::vector<int32_t> answer_tokens; // retrieval: the answer as the model would say it next
-                                      // (" NNNNN"), teacher-forced for its log-likelihood
+                                      // (" NNNNN"), teacher-forced for its log-likelihood;
+                                      // the greedy answer gets at least this many tokens + 4
   std::string source;                 // where it came from, for progress lines
 };
 

@@ -10,8 +10,10 @@ absl::StatusOr<EvalTask> ParseEvalTask(std::string_view name) {
   if (name == "kl") return EvalTask::kKl;
   if (name == "passkey") return EvalTask::kPasskey;
   if (name == "multikey") return EvalTask::kMultikey;
+  if (name == "multivalue") return EvalTask::kMultivalue;
+  if (name == "vartrack") return EvalTask::kVariableTracking;
   return absl::InvalidArgumentError(absl::StrCat("unknown eval task '", std::string(name),
-                                                 "' (expected kl, passkey or multikey)"));
+                                                 "' (expected kl, passkey, multikey, multivalue or vartrack)"));
 }
 
 std::string_view EvalTaskName(EvalTask task) {
@@ -19,6 +21,8 @@ std::string_view EvalTaskName(EvalTask task) {
     case EvalTask::kKl: return "kl";
     case EvalTask::kPasskey: return "passkey";
     case EvalTask::kMultikey: return "multikey";
+    case EvalTask::kMultivalue: return "multivalue";
+    case EvalTask::kVariableTracking: return "vartrack";
   }
   return "?";
 }

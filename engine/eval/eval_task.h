@@ -1,4 +1,5 @@
-// The quality tasks `kvserve eval` runs: kl (natural text), passkey and multikey (retrieval).
+// The quality tasks `kvserve eval` runs: kl (natural text); passkey, multikey and multivalue
+// (retrieval); vartrack (following a chain of variable assignments).
 #pragma once
 #include <string_view>
 
@@ -6,9 +7,9 @@
 
 namespace kvserve {
 
-enum class EvalTask { kKl, kPasskey, kMultikey };
+enum class EvalTask { kKl, kPasskey, kMultikey, kMultivalue, kVariableTracking };
 
-// "kl", "passkey" or "multikey"; the error names the value.
+// "kl", "passkey", "multikey", "multivalue" or "vartrack"; the error names the value.
 absl::StatusOr<EvalTask> ParseEvalTask(std::string_view name);
 std::string_view EvalTaskName(EvalTask task);
 

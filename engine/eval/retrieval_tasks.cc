@@ -5,29 +5,32 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "engine/eval/haystack.h"
 
 namespace kvserve {
 namespace {
 
 constexpr int kMultikeyNeedles = 4;
+constexpr int kMultivalueNeedles = 2;
 
 // Plain nouns, each a single word, so no key is a prefix of another.
 const char* const kKeyWords[] = {"apple",   "river",  "candle", "harbor", "violin", "meadow", "lantern", "falcon",
                                  "granite", "orchid", "pepper", "saddle", "tunnel", "walnut", "zephyr", "bishop",
                                  "cactus",  "dolphin", "ember", "fossil", "glacier", "hammock", "igloo", "jasmine"};
 
-std::string Digits(SampleRng& rng, int n) {
+}  // namespace
+
+std::string RandomDigits(SampleRng& rng, int n) {
   // A leading non-zero digit keeps the number's written length at n.
   std::string s = std::to_string(rng.Uniform(1, 9));
   for (int i = 1; i < n; ++i) s += std::to_string(rng.Uniform(0, 9));
   return s;
 }
 
-// Frames the prompt, then fills what is left of the context with the haystack.
-absl::StatusOr<EvalSample> Assemble(const Tokenizer& tokenizer, const TokenizerSpec& spec, const RetrievalSpec& r,
-                                    const RetrievalPrompt& prompt, const std::vector<Needle>& needles,
-                                    std::string_view task) {
+absl::StatusOr<EvalSample> AssembleRetrievalSample(const Tokenizer& tokenizer, const TokenizerSpec& spec,
+                                                   const RetrievalSpec& r, const RetrievalPrompt& prompt,
+                                                   const std::vector<Needle>& needles, std::string_view task) {
   absl::StatusOr<PromptFrame> frame = FramePrompt(tokenizer, spec, prompt, r.style);
   if (!frame.ok()) return frame.status();
   const int64_t room = r.context_tokens - static_cast<int64_t>(frame->head.size() + frame->tail.size());
@@ -44,12 +47,10 @@ absl::StatusOr<EvalSample> Assemble(const Tokenizer& tokenizer, const TokenizerS
   return s;
 }
 
-}  // namespace
-
 absl::StatusOr<EvalSample> BuildPasskeySample(const Tokenizer& tokenizer, const TokenizerSpec& spec,
                                               const RetrievalSpec& r) {
   SampleRng rng(r.seed, "passkey", r.context_tokens, r.sample);
-  const std::string key = Digits(rng, 5);
+  const std::string key = RandomDigits(rng, 5);
   const double depth =
       r.n_samples > 1 ? 0.1 + 0.8 * static_cast<double>(r.sample) / static_cast<double>(r.n_samples - 1) : 0.5;
   const RetrievalPrompt prompt{
@@ -57,9 +58,9 @@ absl::StatusOr<EvalSample> BuildPasskeySample(const Tokenizer& tokenizer, const 
       "I will quiz you about the important information there.\n",
       "\nWhat is the pass key?", "The pass key is"};
   const Needle needle{absl::StrCat(" The pass key is ", key, ". Remember it. ", key, " is the pass key."), depth};
-  absl::StatusOr<EvalSample> s = Assemble(tokenizer, spec, r, prompt, {needle}, "passkey");
+  absl::StatusOr<EvalSample> s = AssembleRetrievalSample(tokenizer, spec, r, prompt, {needle}, "passkey");
   if (!s.ok()) return s;
-  s->answer = key;
+  s->answers = {key};
   s->answer_tokens = tokenizer.Encode(absl::StrCat(" ", key), false, false);
   s->source = absl::StrFormat("depth %.2f", depth);
   return s;
@@ -75,7 +76,7 @@ absl::StatusOr<EvalSample> BuildMultikeySample(const Tokenizer& tokenizer, const
   std::vector<Needle> needles;
   std::vector<std::string> values;
   for (int i = 0; i < kMultikeyNeedles; ++i) {
-    values.push_back(Digits(rng, 7));
+    values.push_back(RandomDigits(rng, 7));
     needles.push_back({absl::StrCat(" One of the special magic numbers for ", words[i], " is: ", values[i], "."),
                        0.05 + 0.9 * rng.Unit()});
   }
@@ -88,11 +89,39 @@ absl::StatusOr<EvalSample> BuildMultikeySample(const Tokenizer& tokenizer, const
       // The needle's own words: SmolLM2-135M finishes them from the cache (a paraphrase it
       // answers far less often with the full cache, which tells methods apart less well).
       absl::StrCat("One of the special magic numbers for ", word, " is:")};
-  absl::StatusOr<EvalSample> s = Assemble(tokenizer, spec, r, prompt, needles, "multikey");
+  absl::StatusOr<EvalSample> s = AssembleRetrievalSample(tokenizer, spec, r, prompt, needles, "multikey");
   if (!s.ok()) return s;
-  s->answer = values[asked];
+  s->answers = {values[asked]};
   s->answer_tokens = tokenizer.Encode(absl::StrCat(" ", values[asked]), false, false);
   s->source = absl::StrFormat("key %s at depth %.2f", word, needles[asked].depth);
+  return s;
+}
+
+absl::StatusOr<EvalSample> BuildMultivalueSample(const Tokenizer& tokenizer, const TokenizerSpec& spec,
+                                                 const RetrievalSpec& r) {
+  SampleRng rng(r.seed, "multivalue", r.context_tokens, r.sample);
+  const int64_t n_words = static_cast<int64_t>(std::size(kKeyWords));
+  const std::string word = kKeyWords[rng.Uniform(0, n_words - 1)];
+  // Drawn depths, then sorted: the answer lists the values in the order the text gives them.
+  std::vector<double> depths;
+  for (int i = 0; i < kMultivalueNeedles; ++i) depths.push_back(0.05 + 0.9 * rng.Unit());
+  std::sort(depths.begin(), depths.end());
+  std::vector<Needle> needles;
+  std::vector<std::string> values;
+  for (int i = 0; i < kMultivalueNeedles; ++i) {
+    values.push_back(RandomDigits(rng, 7));
+    needles.push_back({absl::StrCat(" One of the special magic numbers for ", word, " is: ", values[i], "."), depths[i]});
+  }
+  const RetrievalPrompt prompt{
+      "Some special magic numbers are hidden within the following text. Make sure to memorize it. "
+      "I will quiz you about the numbers afterwards.\n",
+      absl::StrCat("\nWhat are all the special magic numbers for ", word, " mentioned in the provided text?"),
+      absl::StrCat("The special magic numbers for ", word, " are:")};
+  absl::StatusOr<EvalSample> s = AssembleRetrievalSample(tokenizer, spec, r, prompt, needles, "multivalue");
+  if (!s.ok()) return s;
+  s->answers = values;
+  s->answer_tokens = tokenizer.Encode(absl::StrCat(" ", absl::StrJoin(values, ", "), "."), false, false);
+  s->source = absl::StrFormat("key %s, values at depths %.2f and %.2f", word, depths[0], depths[1]);
   return s;
 }
 

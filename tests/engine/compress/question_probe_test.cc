@@ -222,7 +222,7 @@ TEST(QuestionProbeSmolLm2, KeepsTheNeedleThatWindowScoringDrops) {
   kv.chunk_scoring = ChunkScoring::kQuestion;
   auto question = eval.Score(kv);
   ASSERT_TRUE(question.ok()) << question.status();
-  EXPECT_EQ(question->value, 1.0) << "question scoring said '" << eval.last_answer() << "', key " << sample->answer;
+  EXPECT_EQ(question->value, 1.0) << "question scoring said '" << eval.last_answer() << "', key " << sample->answers.at(0);
   EXPECT_EQ(window->value, 0.0) << "window scoring said '" << window_said << "'";
   // The right answer is far less likely from the window-scored cache.
   EXPECT_GT(window->answer_nll_gap, question->answer_nll_gap + 2.0);

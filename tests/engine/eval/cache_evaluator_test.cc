@@ -90,7 +90,7 @@ TEST_F(CacheEvaluatorTest, ChunkModePrefillsAgainCompressingAsItGoes) {
 
 TEST_F(CacheEvaluatorTest, RetrievalScoresTheGreedyAnswer) {
   EvalSample s = Sample(200, 0);
-  s.answer = "no such text";
+  s.answers = {"no such text"};
   ASSERT_TRUE(eval_->Prefill(s).ok());
   auto miss = eval_->Score(Settings("full", 1.0));
   ASSERT_TRUE(miss.ok()) << miss.status();
@@ -98,7 +98,7 @@ TEST_F(CacheEvaluatorTest, RetrievalScoresTheGreedyAnswer) {
   const std::string said = eval_->last_answer();
   ASSERT_FALSE(said.empty());
   // What the full cache says is right by construction; a budget that never binds agrees.
-  s.answer = said;
+  s.answers = {said};
   ASSERT_TRUE(eval_->Prefill(s).ok());
   EXPECT_EQ(eval_->Score(Settings("full", 1.0))->value, 1.0);
   EXPECT_EQ(eval_->Score(Settings("snapkv", 1.0))->value, 1.0);
@@ -109,9 +109,36 @@ TEST_F(CacheEvaluatorTest, RetrievalScoresTheGreedyAnswer) {
   EXPECT_EQ(eval_->pool().stats().pages_used, held);
 }
 
+TEST_F(CacheEvaluatorTest, AnAnswerOfSeveralPartsIsRightOnlyWithEveryPart) {
+  EvalSample s = Sample(200, 0);
+  s.answers = {"no such text"};
+  ASSERT_TRUE(eval_->Prefill(s).ok());
+  ASSERT_TRUE(eval_->Score(Settings("full", 1.0)).ok());
+  const std::string said = eval_->last_answer();
+  ASSERT_GE(said.size(), 4u);
+  s.answers = {said.substr(0, 2), said.substr(said.size() - 2)};
+  ASSERT_TRUE(eval_->Prefill(s).ok());
+  EXPECT_EQ(eval_->Score(Settings("full", 1.0))->value, 1.0);
+  s.answers = {said.substr(0, 2), "no such text"};
+  ASSERT_TRUE(eval_->Prefill(s).ok());
+  EXPECT_EQ(eval_->Score(Settings("full", 1.0))->value, 0.0);
+}
+
+TEST(AnswerBudgetTest, SeveralPartsGetRoomToRestateEach) {
+  EvalSample one;
+  one.answers = {"12345"};
+  one.answer_tokens.assign(30, 1);
+  EXPECT_EQ(AnswerBudget(12, one), 12);  // a lone answer keeps the configured length
+  EvalSample two = one;
+  two.answers = {"1", "2"};
+  EXPECT_EQ(AnswerBudget(12, two), 64);
+  two.answer_tokens.assign(3, 1);
+  EXPECT_EQ(AnswerBudget(12, two), 12);
+}
+
 TEST_F(CacheEvaluatorTest, AnswerNllGapIsZeroForTheFullCacheAndTheKvPeakFollowsTheMode) {
   EvalSample s = Sample(250, 0);
-  s.answer = "unused";
+  s.answers = {"unused"};
   s.answer_tokens = {11, 12, 13, 14};
   ASSERT_TRUE(eval_->Prefill(s).ok());
   auto full = eval_->Score(Settings("full", 1.0));

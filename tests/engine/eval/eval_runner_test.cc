@@ -117,7 +117,8 @@ TEST(EvalRunnerTest, AContextTooShortForItsTaskFailsBeforeAnyPrefill) {
 }
 
 TEST(EvalTaskTest, NamesRoundTripAndUnknownOnesAreNamed) {
-  for (EvalTask t : {EvalTask::kKl, EvalTask::kPasskey, EvalTask::kMultikey}) {
+  for (EvalTask t : {EvalTask::kKl, EvalTask::kPasskey, EvalTask::kMultikey, EvalTask::kMultivalue,
+                     EvalTask::kVariableTracking}) {
     EXPECT_EQ(*ParseEvalTask(EvalTaskName(t)), t);
   }
   EXPECT_NE(ParseEvalTask("needle").status().message().find("'needle'"), std::string::npos);

@@ -1,8 +1,10 @@
-// Passkey and multikey prompts: exactly the asked length, the needle and question inside,
-// the same from the same seed, different across samples and seeds, in both prompt styles.
+// Passkey, multikey, multivalue and variable-tracking prompts: exactly the asked length, the
+// needles and question inside, the same from the same seed, different across samples and
+// seeds, in both prompt styles.
 #include "engine/eval/retrieval_tasks.h"
 
 #include "engine/eval/haystack.h"
+#include "engine/eval/variable_tracking_task.h"
 #include "gtest/gtest.h"
 #include "tests/engine/model/tokenizer_test_util.h"
 
@@ -20,9 +22,10 @@ TEST(RetrievalTasksTest, PasskeyHasTheExactLengthTheNeedleAndTheQuestionLast) {
         auto s = BuildPasskeySample(tok, SmolLm2TokenizerSpec(), {n, i, 3, 0, style});
         ASSERT_TRUE(s.ok()) << s.status();
         EXPECT_EQ(static_cast<int64_t>(s->context.size()), n);
-        ASSERT_EQ(s->answer.size(), 5u);
+        ASSERT_EQ(s->answers.at(0).size(), 5u);
         const std::string text = tok.Decode(s->context);
-        EXPECT_NE(text.find("The pass key is " + s->answer + ". Remember it. " + s->answer + " is the pass key."),
+        const std::string& key = s->answers.at(0);
+        EXPECT_NE(text.find("The pass key is " + key + ". Remember it. " + key + " is the pass key."),
                   std::string::npos);
         const std::string ending = "What is the pass key?";
         EXPECT_NE(text.find(ending), std::string::npos);
@@ -42,7 +45,7 @@ TEST(RetrievalTasksTest, PasskeyDepthMovesAcrossSamples) {
     auto s = BuildPasskeySample(tok, SmolLm2TokenizerSpec(), {2000, i, 3, 0, PromptStyle::kPlain});
     ASSERT_TRUE(s.ok());
     const std::string text = tok.Decode(s->context);
-    where.push_back(text.find("The pass key is " + s->answer));
+    where.push_back(text.find("The pass key is " + s->answers.at(0)));
     const double depth = static_cast<double>(where.back()) / static_cast<double>(text.size());
     EXPECT_NEAR(depth, 0.1 + 0.4 * static_cast<double>(i), 0.05) << i;
   }
@@ -55,8 +58,8 @@ TEST(RetrievalTasksTest, SameSeedSameSampleOtherSeedOtherKey) {
   auto c = BuildPasskeySample(tok, SmolLm2TokenizerSpec(), {512, 1, 3, 8, PromptStyle::kPlain});
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(a->context, b->context);
-  EXPECT_EQ(a->answer, b->answer);
-  EXPECT_NE(a->answer, c->answer);
+  EXPECT_EQ(a->answers, b->answers);
+  EXPECT_NE(a->answers, c->answers);
   auto m1 = BuildMultikeySample(tok, SmolLm2TokenizerSpec(), {512, 0, 3, 7, PromptStyle::kPlain});
   auto m2 = BuildMultikeySample(tok, SmolLm2TokenizerSpec(), {512, 0, 3, 7, PromptStyle::kPlain});
   auto m3 = BuildMultikeySample(tok, SmolLm2TokenizerSpec(), {512, 1, 3, 7, PromptStyle::kPlain});
@@ -72,7 +75,7 @@ TEST(RetrievalTasksTest, MultikeyHoldsFourDistinctNeedlesAndAsksForOneOfThem) {
       auto s = BuildMultikeySample(tok, SmolLm2TokenizerSpec(), {1500, i, 4, 0, style});
       ASSERT_TRUE(s.ok()) << s.status();
       EXPECT_EQ(s->context.size(), 1500u);
-      ASSERT_EQ(s->answer.size(), 7u);
+      ASSERT_EQ(s->answers.at(0).size(), 7u);
       const std::string text = tok.Decode(s->context);
       size_t needles = 0;
       for (size_t at = text.find("One of the special magic numbers for "); at != std::string::npos;
@@ -83,14 +86,69 @@ TEST(RetrievalTasksTest, MultikeyHoldsFourDistinctNeedlesAndAsksForOneOfThem) {
       // The asked word's needle carries the answer.
       const size_t q = text.rfind("What is the special magic number for ") + 37;
       const std::string word = text.substr(q, text.find(' ', q) - q);
-      EXPECT_NE(text.find("special magic numbers for " + word + " is: " + s->answer + "."), std::string::npos)
+      EXPECT_NE(text.find("special magic numbers for " + word + " is: " + s->answers.at(0) + "."), std::string::npos)
           << word;
       // The answer opens with the needle's own words, and the answer tokens are its digits.
       EXPECT_TRUE(text.ends_with("One of the special magic numbers for " + word + " is:"))
           << text.substr(text.size() - 60);
-      EXPECT_EQ(tok.Decode(s->answer_tokens), " " + s->answer);
+      EXPECT_EQ(tok.Decode(s->answer_tokens), " " + s->answers.at(0));
     }
   }
+}
+
+TEST(RetrievalTasksTest, MultivalueHoldsTwoValuesOfOneKeyInTextOrder) {
+  const Tokenizer& tok = *SmolLm2Tokenizer();
+  for (PromptStyle style : {PromptStyle::kPlain, PromptStyle::kChat}) {
+    for (int64_t i = 0; i < 4; ++i) {
+      auto s = BuildMultivalueSample(tok, SmolLm2TokenizerSpec(), {1200, i, 4, 0, style});
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->context.size(), 1200u);
+      ASSERT_EQ(s->answers.size(), 2u);
+      EXPECT_NE(s->answers[0], s->answers[1]);
+      const std::string text = tok.Decode(s->context);
+      const size_t q = text.rfind("What are all the special magic numbers for ") + 43;
+      const std::string word = text.substr(q, text.find(' ', q) - q);
+      const size_t first = text.find("special magic numbers for " + word + " is: " + s->answers[0] + ".");
+      const size_t second = text.find("special magic numbers for " + word + " is: " + s->answers[1] + ".");
+      ASSERT_NE(first, std::string::npos) << word;
+      ASSERT_NE(second, std::string::npos) << word;
+      EXPECT_LT(first, second);  // the answer lists them as the text gives them
+      EXPECT_TRUE(text.ends_with("The special magic numbers for " + word + " are:")) << text.substr(text.size() - 60);
+      EXPECT_EQ(tok.Decode(s->answer_tokens), " " + s->answers[0] + ", " + s->answers[1] + ".");
+    }
+  }
+}
+
+TEST(RetrievalTasksTest, VariableTrackingHidesOneChainInOrderAndAsksForItsValue) {
+  const Tokenizer& tok = *SmolLm2Tokenizer();
+  for (PromptStyle style : {PromptStyle::kPlain, PromptStyle::kChat}) {
+    for (int64_t i = 0; i < 4; ++i) {
+      auto s = BuildVariableTrackingSample(tok, SmolLm2TokenizerSpec(), {1200, i, 4, 3, style});
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->context.size(), 1200u);
+      ASSERT_EQ(s->answers.size(), 3u);
+      const std::string text = tok.Decode(s->context);
+      // The first link holds the value the question asks about; each later link copies the one before.
+      const size_t head = text.find("VAR " + s->answers[0] + " = ");
+      ASSERT_NE(head, std::string::npos);
+      const std::string value = text.substr(head + 4 + 5 + 3, 5);
+      EXPECT_NE(text.find("assigned the value " + value + " in the text above"), std::string::npos) << value;
+      size_t last = head;
+      for (size_t k = 1; k < 3; ++k) {
+        const size_t link = text.find("VAR " + s->answers[k] + " = VAR " + s->answers[k - 1] + ".");
+        ASSERT_NE(link, std::string::npos) << k;
+        EXPECT_GT(link, last);
+        last = link;
+      }
+      EXPECT_TRUE(text.ends_with("they are: VAR")) << text.substr(text.size() - 60);
+      EXPECT_EQ(tok.Decode(s->answer_tokens),
+                " " + s->answers[0] + ", VAR " + s->answers[1] + ", VAR " + s->answers[2] + ".");
+    }
+  }
+  auto a = BuildVariableTrackingSample(tok, SmolLm2TokenizerSpec(), {800, 0, 2, 5, PromptStyle::kPlain});
+  auto b = BuildVariableTrackingSample(tok, SmolLm2TokenizerSpec(), {800, 0, 2, 6, PromptStyle::kPlain});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->answers, b->answers);
 }
 
 TEST(RetrievalTasksTest, TooShortAContextIsAnErrorNamingIt) {
