@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/compress/compression_settings.h"
+#include "engine/model/chat_question.h"
 #include "engine/model/chat_template.h"
 #include "engine/model/sampling_params.h"
 
@@ -26,8 +27,15 @@ bool OneOf(const std::string& v, std::initializer_list<const char*> allowed) {
   return std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return v == a; });
 }
 
+// A prompt's tokens, and for chat messages how many of them the last user turn and the
+// generation prompt take (0 otherwise): the question chunk-mode scoring probes with.
+struct PromptTokenization {
+  std::vector<int32_t> tokens;
+  int64_t chat_question_tokens = 0;
+};
+
 // Tokens of prompt i; the field names in errors are those of the proto.
-absl::StatusOr<std::vector<int32_t>> PromptTokens(const ServeContext& ctx, const v1::Prompt& p, int i) {
+absl::StatusOr<PromptTokenization> PromptTokens(const ServeContext& ctx, const v1::Prompt& p, int i) {
   const std::string field = absl::StrCat("prompts[", i, "]");
   const int given = !p.text().empty() + (p.token_ids_size() > 0) + (p.messages_size() > 0);
   if (given == 0) return Bad(field, " is empty: set one of text, token_ids or messages");
@@ -40,15 +48,17 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const ServeContext& ctx, const
         return Bad(field, ".token_ids[", j, "] = ", t, " is outside the vocabulary [0, ", vocab, ")");
       }
     }
-    return std::vector<int32_t>(p.token_ids().begin(), p.token_ids().end());
+    return PromptTokenization{std::vector<int32_t>(p.token_ids().begin(), p.token_ids().end())};
   }
-  std::string text = p.text();
-  if (p.messages_size() > 0) {
-    absl::StatusOr<std::string> rendered = RenderMessages(ctx, p.messages(), field + ".messages");
-    if (!rendered.ok()) return rendered.status();
-    text = *std::move(rendered);
-  }
-  return ctx.tokenizer.Encode(text, ctx.tokenizer.add_bos(), /*parse_special=*/true);
+  if (p.messages_size() == 0) return PromptTokenization{ctx.tokenizer.Encode(p.text(), ctx.tokenizer.add_bos(), true)};
+  absl::StatusOr<std::string> rendered = RenderMessages(ctx, p.messages(), field + ".messages");
+  if (!rendered.ok()) return rendered.status();
+  PromptTokenization out{ctx.tokenizer.Encode(*rendered, ctx.tokenizer.add_bos(), /*parse_special=*/true)};
+  std::vector<ChatMessage> msgs;
+  for (const v1::ChatMessage& m : p.messages()) msgs.push_back({m.role(), m.content()});
+  out.chat_question_tokens = LastUserTurnTokens(ctx.tokenizer, ctx.model.tokenizer, msgs,
+                                                 static_cast<int64_t>(out.tokens.size()));
+  return out;
 }
 
 absl::StatusOr<SamplingParams> Sampling(const ServeContext& ctx, const v1::SamplingParams& s) {
@@ -199,9 +209,9 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
   std::vector<EngineRequest> out;
   out.reserve(n);
   for (int i = 0; i < n; ++i) {
-    absl::StatusOr<std::vector<int32_t>> tokens = PromptTokens(ctx, req.prompts(i), i);
-    if (!tokens.ok()) return tokens.status();
-    const int64_t len = static_cast<int64_t>(tokens->size());
+    absl::StatusOr<PromptTokenization> prompt = PromptTokens(ctx, req.prompts(i), i);
+    if (!prompt.ok()) return prompt.status();
+    const int64_t len = static_cast<int64_t>(prompt->tokens.size());
     if (len == 0) return Bad("prompts[", i, "] has no tokens after tokenization");
     if (len >= ctx.max_context) {
       return Bad("prompts[", i, "] has ", len, " tokens; the limit is ", ctx.max_context - 1,
@@ -215,7 +225,8 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
                  " exceed the context limit ", ctx.max_context, " (--max-context)");
     }
     EngineRequest r;
-    r.prompt = *std::move(tokens);
+    r.prompt = std::move(prompt->tokens);
+    r.chat_question_tokens = prompt->chat_question_tokens;
     r.max_new_tokens = static_cast<int32_t>(max_new);
     r.sampling = *sampling;
     r.stop_sequences.assign(stop.stop_sequences().begin(), stop.stop_sequences().end());

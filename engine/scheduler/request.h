@@ -15,6 +15,9 @@
 
 namespace kvserve {
 
+// The longest last chat turn (with the generation prompt) taken as the question by default.
+inline constexpr int64_t kMaxChatQuestionTokens = 256;
+
 using RequestHandle = uint64_t;
 
 struct StreamEvent {
@@ -67,7 +70,12 @@ struct EngineRequest {
   std::vector<int64_t> layer_quota;      // tokens per layer; empty or one per layer (overrides the plan)
   int64_t kv_reduce_protected_dims = 0;  // mergereduce:cluster protected directions; 0 = default
   std::string kv_chunk_scoring;          // question|window; empty = default
-  std::optional<int64_t> kv_question_tokens;  // the question's span (chunk mode); unset = the window
+  std::optional<int64_t> kv_question_tokens;  // the question's span (chunk mode); unset = see below
+  // Chat prompts: the tokens of the last user turn and the generation prompt (0 otherwise).
+  // With kv_question_tokens unset, a span of at most kMaxChatQuestionTokens is the question
+  // chunk-mode scoring probes with; a longer one (a document in the last turn) falls back to
+  // the last `window` tokens.
+  int64_t chat_question_tokens = 0;
   RequestSink sink;
 };
 

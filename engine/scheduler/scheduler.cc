@@ -56,7 +56,7 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   return ValidateCompressionSettings(c.kv_defaults, static_cast<int64_t>(c.kv_defaults.layer_quota.size()));
 }
 
-CompressionSettings CompressionFor(const EngineRequest& r, const CompressionSettings& defaults) {
+absl::StatusOr<CompressionSettings> CompressionFor(const EngineRequest& r, const CompressionSettings& defaults) {
   CompressionSettings s = defaults;
   if (!r.kv_policy.empty()) s.policy = r.kv_policy;
   // A request's own budget replaces the server's, fixed or auto.
@@ -72,6 +72,20 @@ CompressionSettings CompressionFor(const EngineRequest& r, const CompressionSett
   if (!r.layer_quota.empty()) s.layer_quota = r.layer_quota;
   if (r.kv_reduce_protected_dims != 0) s.reduce_protected_dims = r.kv_reduce_protected_dims;
   if (r.kv_question_tokens) s.question_tokens = r.kv_question_tokens;
+  if (!r.kv_compress_at.empty()) {
+    absl::StatusOr<CompressAt> at = ParseCompressAt(r.kv_compress_at);
+    if (!at.ok()) return at.status();
+    s.at = *at;
+  }
+  if (!r.kv_chunk_scoring.empty()) {
+    absl::StatusOr<ChunkScoring> scoring = ParseChunkScoring(r.kv_chunk_scoring);
+    if (!scoring.ok()) return scoring.status();
+    s.chunk_scoring = *scoring;
+  }
+  if (!s.question_tokens && s.at == CompressAt::kChunk && s.chunk_scoring == ChunkScoring::kQuestion &&
+      r.chat_question_tokens > 0 && r.chat_question_tokens <= kMaxChatQuestionTokens) {
+    s.question_tokens = r.chat_question_tokens;
+  }
   return s;
 }
 
@@ -122,17 +136,9 @@ absl::Status Scheduler::Validate(const EngineRequest& r, int64_t peak_pages) con
 
 absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
   const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
-  CompressionSettings kv = CompressionFor(request, config_.kv_defaults);
-  if (!request.kv_compress_at.empty()) {
-    absl::StatusOr<CompressAt> at = ParseCompressAt(request.kv_compress_at);
-    if (!at.ok()) return at.status();
-    kv.at = *at;
-  }
-  if (!request.kv_chunk_scoring.empty()) {
-    absl::StatusOr<ChunkScoring> scoring = ParseChunkScoring(request.kv_chunk_scoring);
-    if (!scoring.ok()) return scoring.status();
-    kv.chunk_scoring = *scoring;
-  }
+  absl::StatusOr<CompressionSettings> resolved = CompressionFor(request, config_.kv_defaults);
+  if (!resolved.ok()) return resolved.status();
+  const CompressionSettings& kv = *resolved;
   if (absl::Status st = ValidateCompressionSettings(kv, model_.config.n_layers); !st.ok()) return st;
   // A pool in device memory compresses only through the device kernels; refuse what has none
   // here, before admission, rather than fail the request after its prefill has run.

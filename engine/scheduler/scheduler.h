@@ -42,8 +42,10 @@ struct SchedulerConfig {
 // Fills e->logprob and e->top_logprobs (top_n best) from one row of raw logits.
 void TokenLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n, StreamEvent* e);
 
-// The request's KV fields over the server-wide defaults.
-CompressionSettings CompressionFor(const EngineRequest& r, const CompressionSettings& defaults);
+// The request's KV fields over the server-wide defaults; a chat prompt's short last turn
+// becomes the question chunk-mode scoring probes with (EngineRequest::chat_question_tokens).
+// An unknown compress_at or chunk_scoring name is INVALID_ARGUMENT naming it.
+absl::StatusOr<CompressionSettings> CompressionFor(const EngineRequest& r, const CompressionSettings& defaults);
 
 absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
 
