@@ -1,57 +1,32 @@
-// Single-sequence generation loop over LlamaForward.
+// Single-prompt generation as a one-request scheduler run.
 #include "engine/generator.h"
 
-#include <algorithm>
 #include <chrono>
+#include <optional>
 
-#include "absl/strings/str_cat.h"
-#include "engine/compress/device_compressor.h"
 #include "engine/kv/kv_memory.h"
 #include "engine/kv/page_pool.h"
-#include "engine/model/forward.h"
-#include "engine/model/sampler.h"
-#include "engine/model/stop_matcher.h"
+#include "engine/scheduler/scheduler.h"
 
 namespace kvserve {
+namespace {
 
-std::string_view FinishReasonName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kLength: return "length";
-    case FinishReason::kEos: return "eos";
-    case FinishReason::kStopSequence: return "stop_sequence";
-    case FinishReason::kStopToken: return "stop_token";
-  }
-  return "?";
+EngineRequest RequestFor(absl::Span<const int32_t> prompt, const GenerationOptions& o) {
+  EngineRequest r;
+  r.prompt.assign(prompt.begin(), prompt.end());
+  r.max_new_tokens = o.max_new_tokens;
+  r.sampling = o.sampling;
+  r.stop_sequences = o.stop_sequences;
+  r.stop_token_ids = o.stop_token_ids;
+  r.ignore_eos = o.ignore_eos;
+  return r;
 }
+
+}  // namespace
 
 absl::Status ValidateGeneration(const Model& model, absl::Span<const int32_t> prompt,
                                 const GenerationOptions& o, int64_t max_context) {
-  if (prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
-  if (o.max_new_tokens < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens must be >= 1, got ", o.max_new_tokens));
-  }
-  const int64_t total = static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
-  if (static_cast<int64_t>(prompt.size()) > max_context) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt has ", prompt.size(),
-                                                   " tokens, the context limit is ", max_context));
-  }
-  if (total > max_context) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt (", prompt.size(), " tokens) + max_new_tokens (",
-                                                   o.max_new_tokens, ") = ", total,
-                                                   " exceeds the context limit ", max_context));
-  }
-  if (o.page_size < 1) return absl::InvalidArgumentError(absl::StrCat("page_size must be >= 1, got ", o.page_size));
-  if (o.prefill_chunk < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("prefill_chunk must be >= 1, got ", o.prefill_chunk));
-  }
-  for (int32_t id : o.stop_token_ids) {
-    if (id < 0 || id >= model.config.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("stop token id ", id, " is outside [0, ",
-                                                     model.config.vocab_size, ")"));
-    }
-  }
-  if (absl::Status st = ValidateCompressionSettings(o.compression, model.config.n_layers); !st.ok()) return st;
-  return ValidateSamplingParams(o.sampling, static_cast<int32_t>(model.config.vocab_size));
+  return ValidateRequest(model, RequestFor(prompt, o), o.compression, {max_context, o.page_size, o.prefill_chunk});
 }
 
 int64_t PeakPagesForGeneration(const Model& model, int64_t prompt_len, const GenerationOptions& o) {
@@ -69,105 +44,59 @@ absl::StatusOr<GenerationResult> Generate(const Model& model, const Tokenizer& t
                                           const std::function<void(std::string_view)>& on_text,
                                           bool keep_logits) {
   using Clock = std::chrono::steady_clock;
+  if (absl::Status st = ValidateCompressionSettings(o.compression, model.config.n_layers); !st.ok()) return st;
+  if (absl::Status st = CheckKvDType(o.kv_dtype, backend); !st.ok()) return st;
   const ModelConfig& c = model.config;
   const int64_t prompt_len = static_cast<int64_t>(prompt.size());
-  std::unique_ptr<SequenceCompressor> compressor;
-  if (o.compression.active() && !backend.HostMemory() && !DeviceSelectionFor(o.compression)) {
-    // Only SnapKV-scored policies have device kernels; the others read the pages on the host.
-    return absl::UnimplementedError(absl::StrCat("KV compression --kv-policy ", o.compression.policy,
-                                                 " runs on the CPU backend only (snapkv, pyramid and criticalkv "
-                                                 "also run on CUDA); use --device cpu"));
-  }
-  if (o.compression.active()) {
-    auto made = SequenceCompressor::Create(model, o.compression, prompt_len, o.max_new_tokens, o.page_size,
-                                           o.prefill_chunk);
-    if (!made.ok()) return made.status();
-    compressor = *std::move(made);
-  }
-  if (absl::Status st = CheckKvDType(o.kv_dtype, backend); !st.ok()) return st;
-  PagePoolShape shape{0, o.page_size, c.n_kv_heads, c.head_dim, o.kv_dtype};
-  shape.num_pages = compressor ? compressor->PeakPages()
-                               : PeakPagesForRequest(prompt_len, o.max_new_tokens, o.page_size, c.n_layers);
+  // A pool of exactly the request's peak: a compressor that overran its budget would fail here.
+  PagePoolShape shape{PeakPagesForGeneration(model, prompt_len, o), o.page_size, c.n_kv_heads, c.head_dim,
+                      o.kv_dtype};
   PagePool pool(shape, &backend);
-  SequenceKv seq(c.n_layers);
-  QueryWindow* window = compressor ? compressor->window() : nullptr;
-  // Compresses what is due after a step; a no-op with the full cache.
-  auto after_step = [&](bool prompt_done) {
-    return compressor ? compressor->AfterStep(backend, pool, seq, prompt_done) : absl::OkStatus();
-  };
-  LlamaForward forward(model, backend, pool);
-  Sampler sampler(o.sampling);
-  StopMatcher stops(o.stop_sequences);
-  StreamingDetokenizer detok(tokenizer);
+  SchedulerConfig config;
+  config.prefill_chunk = o.prefill_chunk;
+  config.max_batch_tokens = o.prefill_chunk;  // one chunk per step, as a lone request gets
+  config.max_context = prompt_len + o.max_new_tokens;
+  config.kv_defaults = o.compression;
+  Scheduler scheduler(model, tokenizer, backend, pool, config);
+
   GenerationResult result;
-  std::vector<int32_t> history(prompt.begin(), prompt.end());
-  std::vector<float> logits;
-
-  auto emit = [&](const std::string& piece) {
-    if (piece.empty()) return;
-    result.text += piece;
-    if (on_text) on_text(piece);
-  };
-
+  std::optional<absl::Status> failed;
+  bool finished = false;
   const auto t0 = Clock::now();
-  int64_t pos = 0;
-  while (pos < static_cast<int64_t>(prompt.size())) {
-    // A compressor's step may carry a probe of the question after the chunk (chunk mode).
-    const SequenceCompressor::PrefillStep chunk =
-        SequenceCompressor::NextPrefillOf(compressor.get(), prompt, pos, o.prefill_chunk, seq);
-    const int64_t n = chunk.prompt_tokens;
-    logits.clear();
-    ForwardRequest req{chunk.tokens, pos, &seq, false, window};
-    if (absl::Status st = forward.Step({&req, 1}, &logits); !st.ok()) return st;
-    pos += n;
-    if (absl::Status st = after_step(pos == prompt_len); !st.ok()) return st;
+  std::optional<Clock::time_point> first_token;
+  EngineRequest request = RequestFor(prompt, o);
+  request.keep_logits = keep_logits;
+  request.sink = [&](const StreamEvent& e) {
+    if (!first_token) first_token = Clock::now();
+    if (!e.logits.empty()) result.step_logits.push_back(e.logits);
+    if (e.token >= 0) result.tokens.push_back(e.token);
+    if (!e.text.empty()) {
+      result.text += e.text;
+      if (on_text) on_text(e.text);
+    }
+    if (!e.finished) return;
+    finished = true;
+    if (!e.status.ok()) {
+      failed = e.status;
+      return;
+    }
+    result.finish_reason = e.finish_reason;
+    result.compression = e.kv_compression;
+    result.kv_slots_at_end = e.kv_tokens_kept;
+  };
+  absl::StatusOr<RequestHandle> handle = scheduler.Submit(std::move(request));
+  if (!handle.ok()) return handle.status();
+  while (!finished) {
+    if (absl::Status st = scheduler.StepAndDeliver(); !st.ok()) return st;
   }
-  const auto t1 = Clock::now();
-  result.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
-
-  bool stopped = false;
-  for (int32_t step = 0; step < o.max_new_tokens && !stopped; ++step) {
-    if (keep_logits) result.step_logits.push_back(logits);
-    const int32_t id = sampler.Sample(logits, history);
-    if (!o.ignore_eos && tokenizer.IsEndOfGeneration(id)) {
-      result.finish_reason = FinishReason::kEos;
-      break;
-    }
-    result.tokens.push_back(id);
-    history.push_back(id);
-    if (std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), id) != o.stop_token_ids.end()) {
-      result.finish_reason = FinishReason::kStopToken;
-      break;
-    }
-    StopMatcher::Result r = stops.Push(detok.Push(id));
-    emit(r.emit);
-    if (r.stopped) {
-      result.finish_reason = FinishReason::kStopSequence;
-      stopped = true;
-      break;
-    }
-    if (step + 1 == o.max_new_tokens) break;  // no forward pass for a token we won't sample
-    logits.clear();
-    ForwardRequest req{absl::MakeConstSpan(&result.tokens.back(), 1), pos, &seq, false, window};
-    if (absl::Status st = forward.Step({&req, 1}, &logits); !st.ok()) return st;
-    ++pos;
-    if (absl::Status st = after_step(true); !st.ok()) return st;
-  }
-  if (!stopped) {
-    StopMatcher::Result r = stops.Push(detok.Flush());
-    emit(r.emit);
-    if (r.stopped) {
-      result.finish_reason = FinishReason::kStopSequence;
-    } else {
-      emit(stops.Flush());
-    }
-  }
-  result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
-  if (compressor) result.compression = compressor->stats();
+  if (failed) return *failed;
+  // The pool is this request's alone: its high-water mark is the request's peak, the pages a
+  // compaction holds for a moment included.
   result.peak_kv_pages = pool.stats().pages_peak;
   result.peak_kv_bytes = result.peak_kv_pages * PagePool::PageBytes(shape);
-  for (int64_t len : seq.layer_len) result.kv_slots_at_end += len;
-  seq.Release(pool);
+  const auto t1 = first_token.value_or(Clock::now());
+  result.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+  result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return result;
 }
 

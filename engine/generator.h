@@ -1,6 +1,6 @@
-// Generation of one sequence: prefill, then decode token by token with sampling and stops.
-// The continuous-batching scheduler replaces this loop for the server; the CLI and golden
-// tests use it directly.
+// Generation of one prompt, for the CLI, benchmarks and golden tests: a one-request run of
+// the continuous-batching scheduler in a page pool of exactly the request's peak, so it
+// prefills, compresses, samples and stops exactly as the server does.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -14,12 +14,10 @@
 #include "engine/model/model_weights.h"
 #include "engine/model/sampling_params.h"
 #include "engine/model/tokenizer.h"
+#include "engine/scheduler/request.h"
 #include "kernels/backend.h"
 
 namespace kvserve {
-
-enum class FinishReason { kLength, kEos, kStopSequence, kStopToken };
-std::string_view FinishReasonName(FinishReason r);
 
 struct GenerationOptions {
   int32_t max_new_tokens = 128;
@@ -46,7 +44,7 @@ struct GenerationResult {
   int64_t kv_slots_at_end = 0;       // KV slots held at the end, summed over layers
 };
 
-// Checks the request against the model; the message names the bad value.
+// Checks the request against the model (ValidateRequest); the message names the bad value.
 absl::Status ValidateGeneration(const Model& model, absl::Span<const int32_t> prompt,
                                 const GenerationOptions& options, int64_t max_context);
 

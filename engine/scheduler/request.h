@@ -1,16 +1,19 @@
-// What a client hands the engine (EngineRequest) and what it gets back, token by token,
-// through its sink (StreamEvent).
+// What a client hands the engine (EngineRequest), how it is checked (ValidateRequest), and
+// what it gets back, token by token, through its sink (StreamEvent).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "engine/compress/compressibility.h"
-#include "engine/generator.h"
+#include "engine/compress/compression_settings.h"
+#include "engine/compress/sequence_compressor.h"
+#include "engine/model/model_weights.h"
 #include "engine/model/sampling_params.h"
 
 namespace kvserve {
@@ -19,6 +22,9 @@ namespace kvserve {
 inline constexpr int64_t kMaxChatQuestionTokens = 256;
 
 using RequestHandle = uint64_t;
+
+enum class FinishReason { kLength, kEos, kStopSequence, kStopToken };
+std::string_view FinishReasonName(FinishReason r);
 
 struct StreamEvent {
   int32_t token = -1;      // the generated id; -1 on the final event
@@ -44,6 +50,10 @@ struct StreamEvent {
   // at that budget (CompressibilityEstimate::RiskAt).
   double kv_mean_quota = 0;
   double kv_estimated_risk = 0;
+  CompressionStats kv_compression;  // compactions, evictions and their time (zero without)
+  // With EngineRequest::keep_logits: the raw logits the event's token was sampled from (on
+  // the final event too when the request ended on EOS).
+  std::vector<float> logits;
 };
 
 // Called on the engine thread (never while the engine holds its lock, so it may Submit or
@@ -58,6 +68,7 @@ struct EngineRequest {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int32_t top_logprobs = 0;              // > 0: token events carry logprobs (see StreamEvent)
+  bool keep_logits = false;              // token events carry the raw logits (tests, goldens)
   // KV compression. Empty / zero fields take the server-wide defaults (SchedulerConfig).
   std::string kv_policy;                 // full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster
   double kv_budget = 0;                  // fraction of the prompt (<= 1) or tokens (> 1); 0 = default
@@ -78,5 +89,17 @@ struct EngineRequest {
   int64_t chat_question_tokens = 0;
   RequestSink sink;
 };
+
+// What a request is checked against: the limits the server or the CLI runs with.
+struct RequestLimits {
+  int64_t max_context = 0;  // prompt + max_new_tokens
+  int64_t page_size = 16;
+  int64_t prefill_chunk = 512;
+};
+
+// Checks a request against the model and the limits; kv is the compression it resolves to.
+// The message names the bad value.
+absl::Status ValidateRequest(const Model& model, const EngineRequest& r, const CompressionSettings& kv,
+                             const RequestLimits& limits);
 
 }  // namespace kvserve

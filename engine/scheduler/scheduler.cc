@@ -1,4 +1,4 @@
-// The continuous-batching step: admission, batch building, sampling and stops per sequence.
+// The continuous-batching step: admission, batch building, and each sequence's tail.
 #include "engine/scheduler/scheduler.h"
 
 #include <algorithm>
@@ -9,35 +9,27 @@
 #include "engine/compress/device_compressor.h"
 #include "engine/compress/sequence_compressor.h"
 #include "engine/kv/kv_memory.h"
-#include "engine/model/sampler.h"
-#include "engine/model/stop_matcher.h"
-#include "engine/model/streaming_detokenizer.h"
 
 namespace kvserve {
 
 struct Scheduler::Sequence {
   Sequence(RequestHandle h, EngineRequest r, int64_t n_layers, int64_t peak, const Tokenizer& tok)
       : handle(h), request(std::move(r)), kv(n_layers), peak_pages(peak),
-        sink(std::make_shared<const RequestSink>(std::move(request.sink))),
-        sampler(request.sampling), stops(request.stop_sequences), detok(tok),
-        history(request.prompt) {}
+        sink(std::make_shared<const RequestSink>(std::move(request.sink))), tail(request, tok) {}
 
   RequestHandle handle;
   EngineRequest request;
   SequenceKv kv;
   int64_t peak_pages;
   std::shared_ptr<const RequestSink> sink;
-  Sampler sampler;
-  StopMatcher stops;
-  StreamingDetokenizer detok;
-  std::vector<int32_t> history;  // prompt + generated; the sampler's penalty window
+  SequenceTail tail;  // sampling, stops and text; its history is prompt + generated
   std::unique_ptr<SequenceCompressor> compressor;  // null: the full cache is kept
   int64_t peak_pages_held = 0;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now(), admitted = submitted;
   int64_t cached = 0;            // tokens of history already in the KV cache
-  int32_t generated = 0;
   bool done = false;
 
+  const std::vector<int32_t>& history() const { return tail.history(); }
   int64_t prompt_len() const { return static_cast<int64_t>(request.prompt.size()); }
   bool prefilling() const { return cached < prompt_len(); }
 };
@@ -102,29 +94,10 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, Backend& ba
 
 Scheduler::~Scheduler() { AbortAll(); }
 
-absl::Status Scheduler::Validate(const EngineRequest& r, int64_t peak_pages) const {
-  GenerationOptions o;
-  o.max_new_tokens = r.max_new_tokens;
-  o.sampling = r.sampling;
-  o.stop_token_ids = r.stop_token_ids;
-  o.page_size = pool_.shape().page_size;
-  o.prefill_chunk = config_.prefill_chunk;
-  const int64_t max_context = config_.max_context > 0 ? config_.max_context : model_.config.max_context;
-  if (absl::Status st = ValidateGeneration(model_, r.prompt, o, max_context); !st.ok()) return st;
-  for (int32_t t : r.prompt) {
-    if (t < 0 || t >= model_.config.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("prompt token id ", t, " is outside the vocabulary [0, ", model_.config.vocab_size, ")"));
-    }
-  }
-  if (r.top_logprobs < 0 || r.top_logprobs > model_.config.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat("top_logprobs must be in [0, ", model_.config.vocab_size, "], got ",
-                                                   r.top_logprobs));
-  }
-  if (!r.layer_quota.empty() && static_cast<int64_t>(r.layer_quota.size()) != model_.config.n_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("layer_quota has ", r.layer_quota.size(),
-                                                   " entries, the model has ", model_.config.n_layers, " layers"));
-  }
+absl::Status Scheduler::Validate(const EngineRequest& r, const CompressionSettings& kv, int64_t peak_pages) const {
+  const RequestLimits limits{config_.max_context > 0 ? config_.max_context : model_.config.max_context,
+                             pool_.shape().page_size, config_.prefill_chunk};
+  if (absl::Status st = ValidateRequest(model_, r, kv, limits); !st.ok()) return st;
   if (peak_pages > pool_.shape().num_pages) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "request needs ", peak_pages, " KV pages (", r.prompt.size(), " prompt + ", r.max_new_tokens,
@@ -157,7 +130,7 @@ absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
   } else {
     peak = PeakPagesForRequest(prompt_len, request.max_new_tokens, pool_.shape().page_size, model_.config.n_layers);
   }
-  if (absl::Status st = Validate(request, peak); !st.ok()) return st;
+  if (absl::Status st = Validate(request, kv, peak); !st.ok()) return st;
   const bool admit_now = waiting_.empty() && peak <= pool_.unpromised_pages() &&
                          num_running() < config_.max_batch_tokens;
   if (!admit_now && num_waiting() >= config_.max_waiting) {
@@ -209,33 +182,6 @@ void Scheduler::AbortAll() {
   running_.clear();
 }
 
-void Scheduler::Emit(Sequence& s, int32_t token, std::string text, absl::Span<const float> logits) {
-  StreamEvent e;
-  e.token = token;
-  e.text = std::move(text);
-  if (s.request.top_logprobs > 0 && !logits.empty()) TokenLogprobs(logits, token, s.request.top_logprobs, &e);
-  deliveries_.push_back({s.sink, std::move(e)});
-}
-
-void Scheduler::Finish(Sequence& s, FinishReason reason, bool flush) {
-  StreamEvent e;
-  if (flush) {
-    StopMatcher::Result r = s.stops.Push(s.detok.Flush());
-    e.text = std::move(r.emit);
-    if (r.stopped) {
-      reason = FinishReason::kStopSequence;
-    } else {
-      e.text += s.stops.Flush();
-    }
-  }
-  e.finished = true;
-  e.finish_reason = reason;
-  FillUsage(s, &e);
-  deliveries_.push_back({s.sink, std::move(e)});
-  s.kv.Release(pool_);
-  s.done = true;
-}
-
 void Scheduler::Fail(Sequence& s, const absl::Status& status) {
   StreamEvent e;
   e.finished = true;
@@ -246,23 +192,6 @@ void Scheduler::Fail(Sequence& s, const absl::Status& status) {
   s.done = true;
 }
 
-void TokenLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n, StreamEvent* e) {
-  double mx = logits[0];
-  for (float x : logits) mx = std::max(mx, static_cast<double>(x));
-  double sum = 0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
-  const double lse = mx + std::log(sum);
-  e->logprob = static_cast<float>(logits[token] - lse);
-  const int32_t n = std::min<int32_t>(top_n, static_cast<int32_t>(logits.size()));
-  std::vector<int32_t> ids(logits.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  e->top_logprobs.clear();
-  for (int32_t i = 0; i < n; ++i) e->top_logprobs.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - lse));
-}
-
 void Scheduler::FillUsage(const Sequence& s, StreamEvent* e) const {
   for (int64_t len : s.kv.layer_len) e->kv_tokens_kept += len;
   if (s.compressor) e->kv_entries_evicted = s.compressor->stats().evicted_slots;
@@ -270,6 +199,7 @@ void Scheduler::FillUsage(const Sequence& s, StreamEvent* e) const {
     e->kv_compressibility = s.compressor->compressibility();
     e->kv_mean_quota = s.compressor->mean_quota();
     e->kv_estimated_risk = s.compressor->EstimatedRisk();
+    e->kv_compression = s.compressor->stats();
   }
   e->peak_kv_bytes = s.peak_pages_held * PagePool::PageBytes(pool_.shape());
   // A request that never left the queue waited until now.
@@ -287,30 +217,15 @@ bool Scheduler::Compress(Sequence& s, bool prompt_done) {
 }
 
 bool Scheduler::Advance(Sequence& s, absl::Span<const float> logits) {
-  const EngineRequest& r = s.request;
-  const int32_t id = s.sampler.Sample(logits, s.history);
-  if (!r.ignore_eos && tokenizer_.IsEndOfGeneration(id)) {
-    Finish(s, FinishReason::kEos, true);
-    return true;
+  std::vector<StreamEvent> events = s.tail.Next(logits);
+  const bool finished = !events.empty() && events.back().finished;
+  if (finished) FillUsage(s, &events.back());
+  for (StreamEvent& e : events) deliveries_.push_back({s.sink, std::move(e)});
+  if (finished) {
+    s.kv.Release(pool_);
+    s.done = true;
   }
-  s.history.push_back(id);
-  ++s.generated;
-  if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), id) != r.stop_token_ids.end()) {
-    Emit(s, id, "", logits);
-    Finish(s, FinishReason::kStopToken, true);
-    return true;
-  }
-  StopMatcher::Result m = s.stops.Push(s.detok.Push(id));
-  Emit(s, id, std::move(m.emit), logits);
-  if (m.stopped) {
-    Finish(s, FinishReason::kStopSequence, false);
-    return true;
-  }
-  if (s.generated == r.max_new_tokens) {
-    Finish(s, FinishReason::kLength, true);
-    return true;
-  }
-  return false;
+  return finished;
 }
 
 absl::Status Scheduler::Step() {
@@ -337,7 +252,7 @@ absl::Status Scheduler::Step() {
   std::vector<int64_t> prompt_tokens;  // per member: history tokens its step caches for good
   for (auto& s : running_) {
     if (s->prefilling()) continue;
-    batch.push_back({absl::MakeConstSpan(&s->history[s->cached], 1), s->cached, &s->kv, false, Window(*s)});
+    batch.push_back({absl::MakeConstSpan(&s->history()[s->cached], 1), s->cached, &s->kv, false, Window(*s)});
     members.push_back(s.get());
     prompt_tokens.push_back(1);
     --budget;
@@ -347,7 +262,7 @@ absl::Status Scheduler::Step() {
     if (!s->prefilling()) continue;
     if (chunk_free && s->prompt_len() - s->cached > small_prompt) continue;
     const int64_t cap = std::min(config_.prefill_chunk, budget);
-    const absl::Span<const int32_t> prompt = absl::MakeConstSpan(s->history).first(s->prompt_len());
+    const absl::Span<const int32_t> prompt = absl::MakeConstSpan(s->history()).first(s->prompt_len());
     // A compressor's step may carry a probe of the question after the chunk (chunk mode).
     const SequenceCompressor::PrefillStep chunk =
         SequenceCompressor::NextPrefillOf(s->compressor.get(), prompt, s->cached, cap, s->kv);

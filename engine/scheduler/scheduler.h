@@ -16,6 +16,7 @@
 #include "engine/model/model_weights.h"
 #include "engine/model/tokenizer.h"
 #include "engine/scheduler/request.h"
+#include "engine/scheduler/sequence_tail.h"
 #include "kernels/backend.h"
 
 namespace kvserve {
@@ -38,9 +39,6 @@ struct SchedulerConfig {
   // Tests give a fake one.
   std::function<double()> clock;
 };
-
-// Fills e->logprob and e->top_logprobs (top_n best) from one row of raw logits.
-void TokenLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n, StreamEvent* e);
 
 // The request's KV fields over the server-wide defaults; a chat prompt's short last turn
 // becomes the question chunk-mode scoring probes with (EngineRequest::chat_question_tokens).
@@ -99,16 +97,14 @@ class Scheduler {
  private:
   struct Sequence;
 
-  absl::Status Validate(const EngineRequest& r, int64_t peak_pages) const;
+  absl::Status Validate(const EngineRequest& r, const CompressionSettings& kv, int64_t peak_pages) const;
   // Compacts what the step made due for s; false (s failed) on error.
   bool Compress(Sequence& s, bool prompt_done);
   void FillUsage(const Sequence& s, StreamEvent* e) const;
   void Admit();
-  // Samples the token after a step's last row and handles stops; true when finished.
+  // Hands a step's last row to s's tail and queues its events; true when s finished.
   bool Advance(Sequence& s, absl::Span<const float> logits);
-  void Finish(Sequence& s, FinishReason reason, bool flush);
   void Fail(Sequence& s, const absl::Status& status);
-  void Emit(Sequence& s, int32_t token, std::string text, absl::Span<const float> logits = {});
 
   const Model& model_;
   const Tokenizer& tokenizer_;
