@@ -1,4 +1,5 @@
 // Page pool bookkeeping: a free list, an in-use bit per page, and reservation counters.
+// The pages' memory is KvStorage's.
 #include "engine/kv/page_pool.h"
 
 #include <algorithm>
@@ -8,14 +9,6 @@
 #include "kernels/kv_rows.h"
 
 namespace kvserve {
-
-namespace {
-
-int64_t KvBytes(const PagePoolShape& s) {
-  return s.num_pages * s.page_size * s.n_kv_heads * RowBytes(s.kv_dtype, s.head_dim);
-}
-
-}  // namespace
 
 absl::Status CheckKvDType(DType dtype, const Backend& memory) {
   if (!IsKvDType(dtype)) {
@@ -28,44 +21,12 @@ absl::Status CheckKvDType(DType dtype, const Backend& memory) {
   return absl::OkStatus();
 }
 
-PagePool::PagePool(const PagePoolShape& shape)
-    : shape_(shape),
-      k_(static_cast<size_t>(KvBytes(shape))),
-      v_(k_.size()),
-      log_w_(static_cast<size_t>(shape.num_pages * shape.page_size * shape.n_kv_heads)),
-      in_use_(static_cast<size_t>(shape.num_pages), 0) {
-  free_.reserve(static_cast<size_t>(shape.num_pages));
-  for (int64_t p = shape.num_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
-}
+PagePool::PagePool(const PagePoolShape& shape) : PagePool(shape, nullptr) {}
 
 PagePool::PagePool(const PagePoolShape& shape, Backend* memory)
-    : PagePool(memory && !memory->HostMemory()
-                   ? PagePoolShape{0, shape.page_size, shape.n_kv_heads, shape.head_dim, shape.kv_dtype}
-                   : shape) {
-  if (!memory || memory->HostMemory()) return;
-  // Built with zero pages above (no host storage); now the real page count and device storage.
-  shape_ = shape;
-  device_ = memory;
-  dk_ = memory->Allocate(KvBytes(shape));
-  dv_ = memory->Allocate(KvBytes(shape));
-  dlog_w_ = static_cast<float*>(
-      memory->Allocate(shape.num_pages * shape.page_size * shape.n_kv_heads * static_cast<int64_t>(sizeof(float))));
-  in_use_.assign(static_cast<size_t>(shape.num_pages), 0);
-  free_.clear();
+    : shape_(shape), storage_(shape, memory), in_use_(static_cast<size_t>(shape.num_pages), 0) {
   free_.reserve(static_cast<size_t>(shape.num_pages));
   for (int64_t p = shape.num_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
-}
-
-PagePool::~PagePool() {
-  if (device_) {
-    device_->Deallocate(dk_);
-    device_->Deallocate(dv_);
-    device_->Deallocate(dlog_w_);
-  }
-}
-
-int64_t PagePool::PageBytes(const PagePoolShape& s) {
-  return s.page_size * s.n_kv_heads * (2 * RowBytes(s.kv_dtype, s.head_dim) + static_cast<int64_t>(sizeof(float)));
 }
 
 void PagePool::Take(int64_t n, std::vector<int32_t>* out) {
@@ -145,11 +106,6 @@ PagePoolStats PagePool::stats() const {
   s.bytes_total = s.pages_total * s.page_bytes;
   s.bytes_used = s.pages_used * s.page_bytes;
   return s;
-}
-
-PagedKv PagePool::view() {
-  if (device_) return {dk_, dv_, dlog_w_, shape_.page_size, shape_.n_kv_heads, shape_.head_dim, shape_.kv_dtype};
-  return {k_.data(), v_.data(), log_w_.data(), shape_.page_size, shape_.n_kv_heads, shape_.head_dim, shape_.kv_dtype};
 }
 
 absl::Status PagePool::CheckInvariants(absl::Span<const std::vector<int32_t>* const> owners) const {

@@ -1,22 +1,17 @@
-// The global pool of KV pages. A page holds page_size tokens of one layer: K and V as
-// [page_size, n_kv_heads, head_dim] plus a log-weight per (slot, head). No math in here.
+// The global pool of KV pages: the page table (which pages are free, reserved, in use and
+// by whom; host-only bookkeeping with its invariants) over the KvStorage that holds them. A
+// page holds page_size tokens of one layer: K and V as [page_size, n_kv_heads, head_dim]
+// plus a log-weight per (slot, head). No math in here.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "engine/kv/kv_storage.h"
 #include "kernels/backend.h"
 
 namespace kvserve {
-
-struct PagePoolShape {
-  int64_t num_pages = 0;
-  int64_t page_size = 16;
-  int64_t n_kv_heads = 0;
-  int64_t head_dim = 0;
-  DType kv_dtype = DType::kF32;  // K/V storage: kF32, or kF16 (host pools only; see PagedKv)
-};
 
 // OK when a pool of K/V storage `dtype` can live in `memory`'s memory: kF32 anywhere, kF16 in
 // host memory only (the device kernels read fp32 pages); otherwise INVALID_ARGUMENT naming
@@ -43,7 +38,6 @@ class PagePool {
   // Storage in `memory`'s memory when it is not host memory (a device backend); the
   // bookkeeping stays on the host. `memory` must outlive the pool.
   PagePool(const PagePoolShape& shape, Backend* memory);
-  ~PagePool();
   PagePool(const PagePool&) = delete;
   PagePool& operator=(const PagePool&) = delete;
 
@@ -68,9 +62,9 @@ class PagePool {
   const PagePoolShape& shape() const { return shape_; }
   PagePoolStats stats() const;
   // The storage as kernels see it.
-  PagedKv view();
+  PagedKv view() { return storage_.view(); }
   // False when the pages live in a device backend's memory (host code must not touch them).
-  bool host_memory() const { return device_ == nullptr; }
+  bool host_memory() const { return storage_.host_memory(); }
 
   // Checks the bookkeeping: the free list and in-use bits agree, no page is free twice,
   // free + used == total, reserved use stays inside the reservations, reservations plus
@@ -79,19 +73,14 @@ class PagePool {
   absl::Status CheckInvariants(absl::Span<const std::vector<int32_t>* const> owners = {}) const;
 
   // Bytes one page takes: K and V (of kv_dtype) and fp32 log-weights.
-  static int64_t PageBytes(const PagePoolShape& shape);
+  static int64_t PageBytes(const PagePoolShape& shape) { return KvStorage::PageBytes(shape); }
 
  private:
   void Take(int64_t n, std::vector<int32_t>* out);
   void Give(absl::Span<const int32_t> pages);
 
   PagePoolShape shape_;
-  std::vector<uint8_t> k_, v_;  // host storage of kv_dtype (empty when device_ holds it)
-  std::vector<float> log_w_;
-  Backend* device_ = nullptr;   // device storage owner, or nullptr
-  void* dk_ = nullptr;
-  void* dv_ = nullptr;
-  float* dlog_w_ = nullptr;
+  KvStorage storage_;
   std::vector<int32_t> free_;     // LIFO: recently freed pages are warm in cache
   std::vector<uint8_t> in_use_;
   int64_t reserved_ = 0;          // pages promised to reservations
