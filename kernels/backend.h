@@ -157,6 +157,18 @@ class Backend {
                              float* dst, int64_t dst_stride);
 };
 
-std::unique_ptr<Backend> MakeCpuBackend();
+// How much a backend may let a token's arithmetic depend on the batch it is computed in.
+enum class Determinism {
+  // The fastest kernel for each batch shape (sgemm for many tokens, key splits sized to the
+  // thread count): a token's logits may differ in the last bits with what else is batched and
+  // how its prompt is chunked, which can flip a greedy token at a near-tie.
+  kFastest,
+  // One kernel and one reduction order per token for every batch shape (`--deterministic`):
+  // a token's outputs are bit-identical whatever else is batched and however its prompt is
+  // chunked, on the same machine, build and kernel ISA. Slower prefill.
+  kBatchInvariant,
+};
+
+std::unique_ptr<Backend> MakeCpuBackend(Determinism determinism = Determinism::kFastest);
 
 }  // namespace kvserve

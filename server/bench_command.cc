@@ -13,6 +13,7 @@
 #include "engine/model/model_loader.h"
 #include "engine/model/tokenizer.h"
 #include "engine/scheduler/scheduler.h"
+#include "kernels/cpu/kernel_table.h"
 #include "server/cli_args.h"
 #include "server/device_backend.h"
 #include "server/kv_flags.h"
@@ -70,7 +71,7 @@ int RunBench(int argc, char** argv) {
   std::vector<std::string> flags = {"model", "prompt-tokens", "new-tokens", "repeats", "prefill-chunk", "batch",
                                     "fit-memory", "fit-count", "device", "page-size"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
-  auto args = CliArgs::Parse(argc, argv, flags, {});
+  auto args = CliArgs::Parse(argc, argv, flags, {"deterministic"});
   if (!args.ok()) return BenchFail(args.status());
   auto spec = args->Get("model");
   if (!spec) return BenchFail(absl::InvalidArgumentError("--model is required"));
@@ -84,7 +85,8 @@ int RunBench(int argc, char** argv) {
   auto model = LoadModel(*spec);
   if (!model.ok()) return BenchFail(model.status());
   const ModelConfig& c = model->config;
-  auto made_backend = MakeBackendForDevice(args->Get("device").value_or("cpu"));
+  const Determinism determinism = args->Flag("deterministic") ? Determinism::kBatchInvariant : Determinism::kFastest;
+  auto made_backend = MakeBackendForDevice(args->Get("device").value_or("cpu"), determinism);
   if (!made_backend.ok()) return BenchFail(made_backend.status());
   std::unique_ptr<Backend> backend = *std::move(made_backend);
   auto kv = CompressionFromArgs(*args, *model);
@@ -187,13 +189,15 @@ int RunBench(int argc, char** argv) {
     for (auto& s : seqs) s.Release(pool);
   }
   const int64_t page_bytes = PagePool::PageBytes({0, *page_size, c.n_kv_heads, c.head_dim, *kv_dtype});
-  std::printf("{\"engine\":\"kvserve\",\"batch\":%lld,\"prompt_tokens\":%lld,\"new_tokens\":%lld,"
+  // The CPU kernels' ISA (KVSERVE_CPU_ISA forces one), so runs of both can be told apart.
+  const std::string cpu_isa(backend->Name() == "cpu" ? cpu::CpuIsaName(cpu::ActiveKernels().isa) : "none");
+  std::printf("{\"engine\":\"kvserve\",\"cpu_isa\":\"%s\",\"deterministic\":%s,\"batch\":%lld,\"prompt_tokens\":%lld,\"new_tokens\":%lld,"
               "\"prefill_chunk\":%lld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,"
               "\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"chunk_scoring\":\"%s\",\"kv_budget\":%g,"
               "\"peak_kv_pages\":%lld,"
               "\"peak_kv_bytes\":%lld,\"prefill_compress_seconds\":%.4f,\"select_seconds\":%.4f,"
               "\"compact_seconds\":%.4f}\n",
-              static_cast<long long>(nb), static_cast<long long>(*n_prompt), static_cast<long long>(*n_new),
+              cpu_isa.c_str(), determinism == Determinism::kBatchInvariant ? "true" : "false", static_cast<long long>(nb), static_cast<long long>(*n_prompt), static_cast<long long>(*n_new),
               static_cast<long long>(*chunk), nb * *n_prompt / best_prefill, nb * *n_new / best_decode,
               kv->policy.c_str(), std::string(CompressAtName(kv->at)).c_str(),
               probes_question ? "question" : "window", kv->active() ? kv->budget : 1.0,

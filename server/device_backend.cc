@@ -15,7 +15,11 @@
 
 namespace kvserve {
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForDevice(std::string_view device) {
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackendForDevice(std::string_view device, Determinism determinism) {
+  if (determinism == Determinism::kBatchInvariant) {
+    if (device == "cuda") return absl::FailedPreconditionError("--deterministic runs on the CPU backend only, got --device cuda");
+    if (device == "cpu" || device == "auto") return MakeCpuBackend(determinism);
+  }
   if (device == "cpu") return MakeCpuBackend();
   if (device != "auto" && device != "cuda") {
     return absl::InvalidArgumentError(absl::StrCat("--device must be auto, cpu or cuda, got '", std::string(device), "'"));

@@ -84,7 +84,7 @@ int RunGenerate(int argc, char** argv) {
                                           "prompts-file", "kv-memory", "max-batch-tokens", "max-waiting",
                                           "decode-share", "device"};
   value_flags.insert(value_flags.end(), KvFlagNames().begin(), KvFlagNames().end());
-  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"chat", "ignore-eos", "timing", "help"}));
+  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"chat", "ignore-eos", "timing", "deterministic", "help"}));
   if (args.Flag("help")) {
     std::fprintf(stderr,
                  "kvserve generate --model PATH|random:PRESET --prompt TEXT [--chat [--system TEXT]]\n"
@@ -92,6 +92,8 @@ int RunGenerate(int argc, char** argv) {
                  "  [--min-p P] [--repetition-penalty R] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
                  "  [--ignore-eos] [--max-context N] [--page-size N=16] [--prefill-chunk N=512] [--timing]\n"
                  "  [--device cpu|cuda|auto =cpu] (auto: CUDA when a GPU is present, else CPU)\n"
+                 "  [--deterministic] (CPU: a prompt's tokens bit-identical whatever is batched with it and\n"
+                 "   whatever --prefill-chunk; slower prefill)\n"
                  "kvserve generate --model M --prompts-file F (one prompt per line, run as one batch)\n"
                  "  [--kv-memory BYTES|FRACTION=512M (a fraction of free device memory on CUDA)]\n"
                  "  [--max-batch-tokens N=2048] [--max-waiting N=1024] [--decode-share S=0]\n"
@@ -103,8 +105,9 @@ int RunGenerate(int argc, char** argv) {
   if (!model_spec) return Fail(absl::InvalidArgumentError("--model is required"));
   KV_ASSIGN_OR_FAIL(options, OptionsFromArgs(args));
   const std::string device = args.Get("device").value_or("cpu");
+  const Determinism determinism = args.Flag("deterministic") ? Determinism::kBatchInvariant : Determinism::kFastest;
   if (args.Has("prompts-file")) {
-    KV_ASSIGN_OR_FAIL(batch_backend, MakeBackendForDevice(device));
+    KV_ASSIGN_OR_FAIL(batch_backend, MakeBackendForDevice(device, determinism));
     KV_ASSIGN_OR_FAIL(batch_model, LoadModel(*model_spec));
     KV_ASSIGN_OR_FAIL(batch_kv, CompressionFromArgs(args, batch_model));
     options.compression = batch_kv;
@@ -145,7 +148,7 @@ int RunGenerate(int argc, char** argv) {
   }
   // One prompt runs alone, so the pool --kv-memory describes only has to hold its peak, and
   // --max-batch-tokens bounds its prefill steps.
-  KV_ASSIGN_OR_FAIL(backend, MakeBackendForDevice(device));
+  KV_ASSIGN_OR_FAIL(backend, MakeBackendForDevice(device, determinism));
   if (auto spec = args.Get("kv-memory")) {
     KV_ASSIGN_OR_FAIL(bytes, KvMemoryBytes(*spec, *backend));
     KV_ASSIGN_OR_FAIL(pages, PagesForBytes(bytes, {0, options.page_size, model.config.n_kv_heads,

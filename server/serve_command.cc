@@ -94,7 +94,8 @@ absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
   }
   e->max_new_tokens_limit = o.max_new_tokens_limit > 0 ? o.max_new_tokens_limit : e->max_context;
 
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForDevice(o.device);
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackendForDevice(
+      o.device, o.deterministic ? Determinism::kBatchInvariant : Determinism::kFastest);
   if (!backend.ok()) return backend.status();
   e->backend = *std::move(backend);
   if (absl::Status st = UploadWeights(e->model, *e->tokenizer, *e->backend); !st.ok()) return st;

@@ -18,6 +18,8 @@ const char kUsage[] =
     "  [--device cpu|cuda|auto =cpu] (auto: CUDA when a GPU is present, else CPU; on CUDA the KV pool is\n"
     "   device memory, --kv-memory FRACTION a share of its free memory, and only full, snapkv, pyramid\n"
     "   and criticalkv with a fixed budget run)\n"
+    "  [--deterministic] (CPU: a request's tokens bit-identical whatever else is batched and whatever\n"
+    "   --prefill-chunk; slower prefill)\n"
     "default KV compression for requests that leave kv.* fields empty:\n";
 
 }  // namespace
@@ -31,7 +33,7 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
       "max-new-tokens-limit", "kv-memory", "page-size", "prefill-chunk", "max-batch-tokens", "max-waiting",
       "decode-share", "drain-timeout", "device"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
-  absl::StatusOr<CliArgs> parsed = CliArgs::Parse(argc, argv, flags, {"help"});
+  absl::StatusOr<CliArgs> parsed = CliArgs::Parse(argc, argv, flags, {"help", "deterministic"});
   if (!parsed.ok()) return parsed.status();
   const CliArgs& a = *parsed;
   *help = a.Flag("help");
@@ -47,6 +49,7 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
   o.tls_key = a.Get("tls-key").value_or("");
   o.kv_memory = a.Get("kv-memory").value_or(o.kv_memory);
   o.device = a.Get("device").value_or(o.device);
+  o.deterministic = a.Flag("deterministic");
   // Checked here so a typo fails before the server listens; the backend is made at load.
   if (o.device != "cpu" && o.device != "cuda" && o.device != "auto") {
     return absl::InvalidArgumentError(absl::StrCat("--device must be auto, cpu or cuda, got '", o.device, "'"));

@@ -24,6 +24,7 @@ struct ServeOptions {
   int64_t max_new_tokens_limit = 0;    // 0 = max_context
   std::string kv_memory = "1G";        // --kv-memory BYTES|FRACTION of available (device) memory
   std::string device = "cpu";          // --device cpu|cuda|auto: the backend of the engine and its KV pool
+  bool deterministic = false;          // --deterministic: batch-invariant CPU kernels
   int64_t page_size = 16;
   int64_t prefill_chunk = 512;
   int64_t max_batch_tokens = 2048;

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/avx2_sum.h"
 #include "kernels/cpu/half.h"
+#include "kernels/cpu/kernel_table.h"
 
 namespace kvserve::cpu {
 namespace {
@@ -117,10 +118,13 @@ void ScoreKeysAvx2(const float* q, int64_t heads, const T* k, int64_t k_stride, 
                                    lw[(i + 3) * lw_stride]);
       _mm_storeu_ps(out + i, _mm_fmadd_ps(Sum8x4(a0, a1, a2, a3), vscale, w));
     }
+    // The last keys one at a time, summed and scaled exactly as in a group of four, so a key's
+    // logit has the same bits wherever a run or block boundary puts it (--deterministic).
     for (; i < n; ++i) {
       __m256 a = _mm256_setzero_ps();
       for (int64_t d = 0; d < hd; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), Load8(k + i * k_stride + d), a);
-      out[i] = HorizontalSum(a) * scale + lw[i * lw_stride];
+      const __m256 zero = _mm256_setzero_ps();
+      out[i] = _mm_cvtss_f32(_mm_fmadd_ps(Sum8x4(a, zero, zero, zero), vscale, _mm_set_ss(lw[i * lw_stride])));
     }
   }
 }
@@ -171,6 +175,8 @@ void AccumulateValuesAs(const float* p, int64_t p_stride, int64_t heads, const T
 
 }  // namespace
 
+namespace avx2 {
+
 void ScoreKeys(const float* q, int64_t heads, const void* k, DType type, int64_t k_stride, int64_t n, int64_t hd,
                float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
   if (type == DType::kF16) {
@@ -196,5 +202,19 @@ float ExpShiftedSum(float* x, int64_t n, float shift) {
 #endif
   return ExpShiftedSumPlain(x, n, shift);
 }
+
+}  // namespace avx2
+
+void ScoreKeys(const float* q, int64_t heads, const void* k, DType type, int64_t k_stride, int64_t n, int64_t hd,
+               float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+  ActiveKernels().score_keys(q, heads, k, type, k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride);
+}
+
+void AccumulateValues(const float* p, int64_t p_stride, int64_t heads, const void* v, DType type, int64_t v_stride,
+                      int64_t n, int64_t hd, float* acc) {
+  ActiveKernels().accumulate_values(p, p_stride, heads, v, type, v_stride, n, hd, acc);
+}
+
+float ExpShiftedSum(float* x, int64_t n, float shift) { return ActiveKernels().exp_shifted_sum(x, n, shift); }
 
 }  // namespace kvserve::cpu

@@ -1,6 +1,7 @@
 // The two inner loops of CPU attention over one run of keys that are contiguous in a page:
-// the logits of a group's query heads, and the probability-weighted sum of values. AVX2 (the
-// build's x86-64-v3 baseline) when head_dim is a multiple of 8, plain loops otherwise. Keys
+// the logits of a group's query heads, and the probability-weighted sum of values. AVX-512
+// when the CPU has it and head_dim is a multiple of 16, AVX2 (the build's x86-64-v3 baseline)
+// when it is a multiple of 8, plain loops otherwise (kernel_table.h picks the ISA). Keys
 // and values are stored as `type`, kF32 or kF16 (widened as they are loaded); strides count
 // elements.
 #pragma once

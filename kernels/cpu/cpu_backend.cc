@@ -7,6 +7,7 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(Determinism determinism) : determinism_(determinism) {}
   std::string_view Name() const override { return "cpu"; }
   void Embed(const WeightView& table, const int32_t* tokens, int64_t n, float* out) override {
     cpu::Embed(table, tokens, n, out);
@@ -16,10 +17,10 @@ class CpuBackend final : public Backend {
     cpu::RmsNorm(x, gain, out, n, dim, eps);
   }
   void MatMul(const WeightView& w, const float* x, float* y, int64_t n) override {
-    cpu::MatMul(w, x, y, n);
+    cpu::MatMulShared(&w, &y, 1, x, n, determinism_);
   }
   void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n) override {
-    cpu::MatMulShared(ws, ys, count, x, n);
+    cpu::MatMulShared(ws, ys, count, x, n, determinism_);
   }
   void AddBias(float* y, const float* bias, int64_t n, int64_t dim) override {
     cpu::AddBias(y, bias, n, dim);
@@ -34,16 +35,23 @@ class CpuBackend final : public Backend {
   }
   void Attention(const PagedKv& kv, const AttentionBatch& batch, const AttentionShape& shape,
                  const float* q, float* out) override {
-    cpu::PagedAttention(kv, batch, shape, q, out);
+    cpu::PagedAttention(kv, batch, shape, q, out, determinism_);
   }
   void SwiGlu(const float* gate, const float* up, float* out, int64_t n) override {
     cpu::SwiGlu(gate, up, out, n);
   }
   void Add(float* x, const float* y, int64_t n) override { cpu::Add(x, y, n); }
+
+ private:
+  // Only the matmuls and attention vary with the batch; every other op computes each token on
+  // its own with one fixed loop.
+  const Determinism determinism_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> MakeCpuBackend(Determinism determinism) {
+  return std::make_unique<CpuBackend>(determinism);
+}
 
 }  // namespace kvserve

@@ -22,7 +22,9 @@ void Add(float* x, const float* y, int64_t n);
 
 // paged_attention.cc
 void WriteKv(const PagedKv& kv, const AttentionBatch& batch, const float* k, const float* v);
+// With kBatchInvariant, a query row's output depends only on its own query and the keys it
+// sees: keys are split at fixed positions and every tile takes the per-row loops, never sgemm.
 void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const AttentionShape& shape,
-                    const float* q, float* out);
+                    const float* q, float* out, Determinism determinism = Determinism::kFastest);
 
 }  // namespace kvserve::cpu

@@ -2,10 +2,13 @@
 #include "kernels/cpu/matmul.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
+#include "kernels/cpu/avx2_sum.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/quant_dot.h"
 
@@ -53,11 +56,25 @@ void QuantDotTasks(const WeightView* ws, float* const* ys, int64_t count, const 
   }
 }
 
+// a . b with a rounding that depends on nothing but the inputs (sgemm's may change with the
+// number of tokens): two 8-lane chains, summed in one fixed order, then the tail.
+float DotF32InFixedOrder(const float* a, const float* b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  float sum = HorizontalSum(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
 // Each OpenMP thread dequantizes a tile of weight rows and runs a single-threaded sgemm on it
-// (see UseSingleThreadedBlas).
+// (see UseSingleThreadedBlas), or, batch-invariant, a fixed-order dot per row and token.
 constexpr int64_t kTileRows = 64;
 
-void MatMulDequantBlas(const WeightView& w, const float* x, float* y, int64_t n) {
+void MatMulDequantBlas(const WeightView& w, const float* x, float* y, int64_t n, bool per_token) {
   UseSingleThreadedBlas();
   const int64_t n_tiles = (w.rows + kTileRows - 1) / kTileRows;
 #pragma omp parallel
@@ -75,8 +92,14 @@ void MatMulDequantBlas(const WeightView& w, const float* x, float* y, int64_t n)
         for (int64_t r = 0; r < rows; ++r) DequantizeRow(w.dtype, RowPtr(w, r0 + r), scratch.data() + r * w.cols, w.cols);
         wt = scratch.data();
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, w.cols, 1.0f, x, w.cols, wt,
-                  w.cols, 0.0f, y + r0, w.rows);
+      if (per_token) {
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t r = 0; r < rows; ++r) y[t * w.rows + r0 + r] = DotF32InFixedOrder(wt + r * w.cols, x + t * w.cols, w.cols);
+        }
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, w.cols, 1.0f, x, w.cols, wt,
+                    w.cols, 0.0f, y + r0, w.rows);
+      }
     }
   }
 }
@@ -93,10 +116,15 @@ void UseSingleThreadedBlas() {
 
 void MatMul(const WeightView& w, const float* x, float* y, int64_t n) { MatMulShared(&w, &y, 1, x, n); }
 
-void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n) {
+void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n,
+                  Determinism determinism) {
   if (count <= 0) return;
+  const bool invariant = determinism == Determinism::kBatchInvariant;
+  // Batch-invariant: the decode kernel for every token count (each token's row is quantized
+  // and dotted on its own, and a row's bits do not depend on how rows are grouped).
+  const int64_t dot_below = invariant ? std::numeric_limits<int64_t>::max() : kQuantDotMaxTokens;
   const DType act = ActivationTypeFor(ws[0].dtype);
-  bool fused = act != DType::kF32 && n < kQuantDotMaxTokens && count <= 8;
+  bool fused = act != DType::kF32 && n < dot_below && count <= 8;
   for (int64_t i = 1; i < count && fused; ++i) {
     fused = ActivationTypeFor(ws[i].dtype) == act && ws[i].cols == ws[0].cols;
   }
@@ -106,10 +134,10 @@ void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const f
   }
   for (int64_t i = 0; i < count; ++i) {
     const DType a = ActivationTypeFor(ws[i].dtype);
-    if (a != DType::kF32 && n < kQuantDotMaxTokens) {
+    if (a != DType::kF32 && n < dot_below) {
       QuantDotTasks(ws + i, ys + i, 1, QuantizeActivations(x, n, ws[i].cols, a), n, a);
     } else {
-      MatMulDequantBlas(ws[i], x, ys[i], n);
+      MatMulDequantBlas(ws[i], x, ys[i], n, invariant);
     }
   }
 }

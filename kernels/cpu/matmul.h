@@ -22,7 +22,10 @@ void MatMul(const WeightView& w, const float* x, float* y, int64_t n);
 // ys[i] = x * ws[i]^T for i < count. When every weight takes the same quantized activation
 // type and n is small, x is quantized once and all products share one parallel loop (a
 // decode step's q/k/v or gate/up: fewer thread fork/joins); otherwise MatMul per weight.
-void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n);
+// kBatchInvariant computes every token's row on its own with one kernel whatever n is: the
+// quantized dots for quantized weights (as decode does), a fixed-order fp32 dot otherwise.
+void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n,
+                  Determinism determinism = Determinism::kFastest);
 
 // The same product computed row by row in double precision from dequantized weights:
 // the reference MatMul is tested against.

@@ -22,6 +22,9 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Splits shorter than this cost more in merging and scheduling than they save.
 constexpr int64_t kMinSplitKeys = 128;
+// Batch-invariant attention splits every key range at multiples of this (rounded up to whole
+// pages), whatever the batch, so a row's reduction order depends only on its own position.
+constexpr int64_t kInvariantSplitKeys = 256;
 
 // Slot s of a sequence lives in page page_list[s / page_size] at offset s % page_size.
 inline int64_t SlotIndex(const PagedKv& kv, const int32_t* page_list, int64_t s) {
@@ -83,12 +86,13 @@ void GatherKeys(const PagedKv& kv, const int32_t* pages, const void* base, int64
 constexpr int64_t kGemmRows = 16;
 
 void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const float* q, int64_t n_heads,
-                int64_t group, float scale, std::vector<float>& logits, std::vector<float>& scratch, RowState st) {
+                int64_t group, float scale, bool gemm_allowed, std::vector<float>& logits,
+                std::vector<float>& scratch, RowState st) {
   const int64_t hd = kv.head_dim;
   const int64_t n_kv = kv.n_kv_heads;
   const int64_t kv_row = n_kv * hd;
   const int64_t rows = task.n_tokens * group;
-  const bool gemm = rows >= kGemmRows;
+  const bool gemm = gemm_allowed && rows >= kGemmRows;
   std::fill(st.m, st.m + rows, kNegInf);
   std::fill(st.l, st.l + rows, 0.0f);
   std::fill(st.acc, st.acc + rows * hd, 0.0f);
@@ -128,19 +132,21 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
       });
     }
     for (int64_t i = 0; i < task.n_tokens; ++i) {
-      const int64_t seen = task.visible0 + i - b0;  // keys of this block query row i may see
+      // Keys of this block query row i may see: the rest are masked (causal), given weight 0,
+      // and left out of the sum, so the row's sum is the same whichever rows share its tile.
+      const int64_t seen = std::clamp<int64_t>(task.visible0 + i - b0, 0, n);
       for (int64_t h = 0; h < group; ++h) {
         const int64_t r = i * group + h;
         float* lr = logits.data() + r * kKeyBlock;
-        if (seen < n) std::fill(lr + std::max<int64_t>(seen, 0), lr + n, kNegInf);  // causal mask
-        const float mx = std::max(st.m[r], *std::max_element(lr, lr + n));
+        std::fill(lr + seen, lr + n, 0.0f);
+        const float mx = seen == 0 ? st.m[r] : std::max(st.m[r], *std::max_element(lr, lr + seen));
         // Zero-weight entries (log_w = -inf, merge-reduce padding) drop out as exp(-inf) = 0;
         // a row with no weighted entry yet would give -inf - -inf = NaN, so it is skipped.
         if (mx == kNegInf) {
           std::fill(lr, lr + n, 0.0f);
           continue;
         }
-        const float block_sum = ExpShiftedSum(lr, n, mx);
+        const float block_sum = ExpShiftedSum(lr, seen, mx);
         if (st.m[r] != mx && st.m[r] != kNegInf) {
           const float c = std::exp(st.m[r] - mx);
           st.l[r] *= c;
@@ -205,7 +211,8 @@ void WriteKv(const PagedKv& kv, const AttentionBatch& batch, const float* k, con
 }
 
 void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const AttentionShape& shape,
-                    const float* q, float* out) {
+                    const float* q, float* out, Determinism determinism) {
+  const bool invariant = determinism == Determinism::kBatchInvariant;
   const int64_t hd = kv.head_dim;
   const int64_t n_kv = kv.n_kv_heads;
   const int64_t group = shape.n_heads / n_kv;
@@ -225,6 +232,7 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
   }
   const int64_t want_tasks = 4 * static_cast<int64_t>(omp_get_max_threads());
   const int64_t splits_per_unit = units >= want_tasks / 2 ? 1 : (want_tasks + units - 1) / units;
+  const int64_t invariant_split = (kInvariantSplitKeys + kv.page_size - 1) / kv.page_size * kv.page_size;
 
   std::vector<Task> tasks;
   std::vector<int32_t> unit_first;  // tasks of unit u: [unit_first[u], unit_first[u + 1])
@@ -235,7 +243,9 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
       const int32_t visible0 = batch.kv_len[s] - n_q + i0 + 1;
       const int64_t end = visible0 + nt - 1;  // what the tile's last row sees
       int64_t split = end;
-      if (splits_per_unit > 1) {
+      if (invariant) {
+        split = invariant_split;
+      } else if (splits_per_unit > 1) {
         split = std::max(kMinSplitKeys, (end + splits_per_unit - 1) / splits_per_unit);
         split = (split + kv.page_size - 1) / kv.page_size * kv.page_size;
       }
@@ -267,7 +277,7 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
       const Task& task = tasks[i];
       const int64_t r0 = state_row[i];
       AttendTask(kv, batch.page_indices + batch.page_indptr[task.seq], task, q, shape.n_heads, group, shape.scale,
-                 logits, scratch, {m.data() + r0, l.data() + r0, acc.data() + r0 * hd});
+                 !invariant, logits, scratch, {m.data() + r0, l.data() + r0, acc.data() + r0 * hd});
     }
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < units; ++u) {

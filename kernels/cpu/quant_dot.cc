@@ -1,4 +1,5 @@
-// Quantized dot products: Q4_1 x Q8_1, Q4_0 x Q8_0, Q8_0 x Q8_0, scalar and AVX2.
+// Quantized dot products: Q4_1 x Q8_1, Q4_0 x Q8_0, Q8_0 x Q8_0, scalar and AVX2 (the AVX-512
+// versions are in quant_dot_avx512.cc; kernel_table.h picks one at run time).
 #include "kernels/cpu/quant_dot.h"
 
 #include <immintrin.h>
@@ -8,6 +9,7 @@
 
 #include "kernels/cpu/avx2_sum.h"
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/quant_blocks.h"
 
 namespace kvserve::cpu {
@@ -54,19 +56,6 @@ inline __m256 DotU8S8(__m256i u, __m256i s) {
   return _mm256_cvtepi32_ps(p32);
 }
 
-float DotQ4_1Q8_1Avx2(const BlockQ4_1* w, const BlockQ8_1* a, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i q4 = UnpackNibbles(w[b].qs);
-    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
-    const __m256 scale = _mm256_set1_ps(HalfToFloat(w[b].d) * HalfToFloat(a[b].d));
-    acc = _mm256_fmadd_ps(DotU8S8(q4, q8), scale, acc);
-    mins += HalfToFloat(w[b].m) * HalfToFloat(a[b].s);
-  }
-  return HorizontalSum(acc) + mins;
-}
-
 float DotQ4_0Q8_0Avx2(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   const __m256i eight = _mm256_set1_epi8(8);
@@ -98,6 +87,20 @@ inline __m128 LoadHalfPair(const void* p) {
   return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(bits)));
 }
 
+// One Q4_1 row against a Q8_1 row, with the arithmetic of the two-row kernel below, so a row
+// gets the same bits whichever way QuantDotRows groups it (--deterministic relies on that).
+float DotQ4_1Q8_1Avx2(const BlockQ4_1* w, const BlockQ8_1* a, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  __m128 mins = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+    const __m128 p = _mm_mul_ps(LoadHalfPair(&w[b].d), LoadHalfPair(&a[b].d));
+    acc = _mm256_fmadd_ps(DotU8S8(UnpackNibbles(w[b].qs), q8), _mm256_broadcastss_ps(p), acc);
+    mins = _mm_add_ps(mins, p);
+  }
+  return HorizontalSum(acc) + _mm_cvtss_f32(_mm_shuffle_ps(mins, mins, 1));
+}
+
 // Two Q4_1 rows against one Q8_1 activation row. Each block's (d, m) pair is widened in one
 // conversion and multiplied by the activation's (d, s) in one: lane 0 is the scale of the
 // block's dot, lane 1 its minimum term, which accumulates in a vector (no scalar chain).
@@ -121,6 +124,8 @@ void DotQ4_1Q8_1TwoRowsAvx2(const BlockQ4_1* w0, const BlockQ4_1* w1, const Bloc
 
 }  // namespace
 
+namespace avx2 {
+
 void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows,
                   const void* act_row, int64_t n, float* out, int64_t out_stride) {
   int64_t r = 0;
@@ -134,6 +139,8 @@ void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_r
   }
   for (; r < n_rows; ++r) out[r * out_stride] = QuantDot(w, w_rows + r * row_bytes, act_row, n);
 }
+
+}  // namespace avx2
 
 void QuantizeRowQ8_0(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ8_0*>(dst);
@@ -153,6 +160,8 @@ void QuantizeRowQ8_1(const float* x, void* dst, int64_t n) {
   }
 }
 
+namespace avx2 {
+
 float QuantDot(DType w, const void* w_row, const void* act_row, int64_t n) {
   const int64_t nb = n / kQK;
   switch (w) {
@@ -168,6 +177,17 @@ float QuantDot(DType w, const void* w_row, const void* act_row, int64_t n) {
     default:
       return QuantDotReference(w, w_row, act_row, n);
   }
+}
+
+}  // namespace avx2
+
+float QuantDot(DType w, const void* w_row, const void* act_row, int64_t n) {
+  return ActiveKernels().quant_dot(w, w_row, act_row, n);
+}
+
+void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const void* act_row, int64_t n,
+                  float* out, int64_t out_stride) {
+  ActiveKernels().quant_dot_rows(w, w_rows, row_bytes, n_rows, act_row, n, out, out_stride);
 }
 
 float QuantDotReference(DType w, const void* w_row, const void* act_row, int64_t n) {

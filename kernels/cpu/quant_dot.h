@@ -16,7 +16,7 @@ void QuantizeRowQ8_0(const float* x, void* dst, int64_t n);
 void QuantizeRowQ8_1(const float* x, void* dst, int64_t n);
 
 // Dot of one weight row (type w, n elements) with an activation row quantized to
-// ActivationTypeFor(w). Uses AVX2, part of the x86-64-v3 baseline.
+// ActivationTypeFor(w). AVX2 or AVX-512, as kernel_table.h chose for this CPU.
 float QuantDot(DType w, const void* w_row, const void* act_row, int64_t n);
 
 // out[r * out_stride] = QuantDot of rows r in [0, n_rows) (row r at w_rows + r * row_bytes)

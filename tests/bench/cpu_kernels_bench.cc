@@ -1,5 +1,6 @@
 // Microbenchmarks of the CPU kernels that dominate a forward step: paged attention (decode and
-// prefill, f32 and f16 pages, SmolLM2's 9 query / 3 KV heads of 64) and the quantized dots.
+// prefill, f32 and f16 pages, SmolLM2's 9 query / 3 KV heads of 64) and the quantized dots,
+// each under every kernel ISA (the last argument: 0 avx2, 1 avx512) this CPU runs.
 // End-to-end throughput against llama.cpp is scripts/bench_vs_llama_cpp.py; this isolates the
 // kernels behind it (docs/PERF.md).
 #include <benchmark/benchmark.h>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/quant_dot.h"
 #include "kernels/kv_rows.h"
 #include "tests/kernels/cpu/random_blocks.h"
@@ -15,6 +17,15 @@ namespace kvserve {
 namespace {
 
 constexpr int64_t kPage = 16, kKvHeads = 3, kHeads = 9, kHeadDim = 64;
+
+// The ISA a benchmark's argument `arg` names; false (and the run marked skipped) when this
+// CPU cannot run it.
+bool UseIsa(benchmark::State& state, int64_t arg, cpu::CpuIsa* isa) {
+  *isa = arg ? cpu::CpuIsa::kAvx512 : cpu::CpuIsa::kAvx2;
+  if (cpu::CpuSupports(*isa)) return true;
+  state.SkipWithError("this CPU cannot run this ISA");
+  return false;
+}
 
 // One sequence with `keys` cached entries (pages in scattered order) and `rows` new query rows.
 struct AttentionCase {
@@ -50,8 +61,11 @@ struct AttentionCase {
   PagedKv kv;
 };
 
-// Args: cached keys, query rows, 1 for f16 pages.
+// Args: cached keys, query rows, 1 for f16 pages, ISA.
 void BM_PagedAttention(benchmark::State& state) {
+  cpu::CpuIsa isa;
+  if (!UseIsa(state, state.range(3), &isa)) return;
+  cpu::ScopedCpuIsa use(isa);
   AttentionCase c(state.range(0), state.range(1), state.range(2) ? DType::kF16 : DType::kF32);
   for (auto _ : state) {
     c.Run();
@@ -60,13 +74,16 @@ void BM_PagedAttention(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(1));  // query rows
 }
 BENCHMARK(BM_PagedAttention)
-    ->ArgNames({"keys", "rows", "f16"})
-    ->Args({640, 1, 0})->Args({640, 1, 1})->Args({8192, 1, 0})->Args({8192, 1, 1})
-    ->Args({512, 512, 0})->Args({4096, 512, 0})->Args({4096, 512, 1})
+    ->ArgNames({"keys", "rows", "f16", "avx512"})
+    ->ArgsProduct({{640, 8192}, {1}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{512, 4096}, {512}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
-// Args: weight rows (576 columns, SmolLM2's hidden size); one activation row, as in decode.
+// Args: weight rows (576 columns, SmolLM2's hidden size), ISA; one activation row, as in decode.
 void QuantDot(benchmark::State& state, DType w_type) {
+  cpu::CpuIsa isa;
+  if (!UseIsa(state, state.range(1), &isa)) return;
+  const cpu::CpuKernels& kernels = cpu::KernelsFor(isa);
   const int64_t rows = state.range(0), cols = 576;
   const auto w = testing::RandomQuantRows(w_type, rows, cols, 1);
   const auto x = testing::RandomFloats(static_cast<size_t>(cols), 2);
@@ -79,15 +96,15 @@ void QuantDot(benchmark::State& state, DType w_type) {
   }
   std::vector<float> y(static_cast<size_t>(rows));
   for (auto _ : state) {
-    cpu::QuantDotRows(w_type, w.data(), RowBytes(w_type, cols), rows, act.data(), cols, y.data(), 1);
+    kernels.quant_dot_rows(w_type, w.data(), RowBytes(w_type, cols), rows, act.data(), cols, y.data(), 1);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
 }
 void BM_Q4_1Dot(benchmark::State& state) { QuantDot(state, DType::kQ4_1); }
 void BM_Q8_0Dot(benchmark::State& state) { QuantDot(state, DType::kQ8_0); }
-BENCHMARK(BM_Q4_1Dot)->Arg(576)->Arg(24576)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Q8_0Dot)->Arg(576)->Arg(24576)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q4_1Dot)->ArgNames({"rows", "avx512"})->ArgsProduct({{576, 24576}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q8_0Dot)->ArgNames({"rows", "avx512"})->ArgsProduct({{576, 24576}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvserve

@@ -19,18 +19,20 @@ struct Case {
   int arrival_step;
 };
 
+// The reference runs each case alone with prefill chunk reference_chunk (0: prefill_chunk).
 void RunBatchedVsSequential(const Model& model, const std::vector<Case>& cases, int64_t page_size,
-                            int64_t prefill_chunk, int64_t max_batch_tokens, bool ignore_eos, float near_tie) {
+                            int64_t prefill_chunk, int64_t max_batch_tokens, bool ignore_eos, float near_tie,
+                            Determinism determinism = Determinism::kFastest, int64_t reference_chunk = 0) {
   auto tokenizer = Tokenizer::Create(model.tokenizer);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto backend = MakeCpuBackend();
+  auto backend = MakeCpuBackend(determinism);
   std::vector<GenerationResult> refs;
   for (const Case& c : cases) {
     GenerationOptions o;
     o.max_new_tokens = c.max_new_tokens;
     o.ignore_eos = ignore_eos;
     o.page_size = page_size;
-    o.prefill_chunk = prefill_chunk;
+    o.prefill_chunk = reference_chunk > 0 ? reference_chunk : prefill_chunk;
     auto r = Generate(model, *tokenizer, *backend, c.prompt, o, {}, /*keep_logits=*/true);
     ASSERT_TRUE(r.ok()) << r.status();
     refs.push_back(*std::move(r));
@@ -113,6 +115,27 @@ TEST(SchedulerBatchingTest, SmolLM2BatchedEqualsSequential) {
   }
   // Page 16, chunk 8: the longer prompts take several chunks and cross a page boundary.
   RunBatchedVsSequential(*model, cases, 16, 8, 32, /*ignore_eos=*/false, 1.0f);
+}
+
+TEST(SchedulerBatchingTest, SmolLM2DeterministicBatchedEqualsSequentialExactly) {
+  // --deterministic: no near-tie allowance at all, and the reference prefills in other chunks.
+  const char* path = std::getenv("KVSERVE_SMOLLM2_GGUF");
+  if (!path || !std::filesystem::exists(path)) GTEST_SKIP() << "SmolLM2 GGUF not present";
+  auto model = LoadGgufModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto tokenizer = Tokenizer::Create(model->tokenizer);
+  ASSERT_TRUE(tokenizer.ok());
+  std::vector<Case> cases;
+  int arrival = 0;
+  for (const char* p : {"The capital of France is", "Once upon a time, in a land far away, there lived a",
+                        "1, 2, 3, 4, 5,", "Water boils at a temperature of", "def fibonacci(n):",
+                        "The three primary colors are", "My favourite book is", "In 1969, the first person to",
+                        "The quick brown fox"}) {
+    cases.push_back({tokenizer->Encode(p, tokenizer->add_bos(), true), 12, arrival});
+    arrival += 1;
+  }
+  RunBatchedVsSequential(*model, cases, 16, 8, 64, /*ignore_eos=*/true, /*near_tie=*/0.0f,
+                         Determinism::kBatchInvariant, /*reference_chunk=*/5);
 }
 
 }  // namespace

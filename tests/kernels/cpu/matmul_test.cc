@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/kernel_table.h"
+#include "tests/kernels/cpu/cpu_isas.h"
 #include "tests/kernels/cpu/random_blocks.h"
 
 namespace kvserve::cpu {
@@ -40,13 +42,18 @@ TEST_P(MatMulTest, MatchesReference) {
     w.data = wq.data();
   }
   auto x = RandomFloats(n * cols, 4, 1.0f);
-  std::vector<float> y(n * rows), ref(n * rows);
-  MatMul(w, x.data(), y.data(), n);
+  std::vector<float> ref(n * rows);
   MatMulReference(w, x.data(), ref.data(), n);
   // Quantized activations cost ~1%; the BLAS path is fp32-exact up to rounding.
   const bool quantized_path = type != DType::kF32 && n < kQuantDotMaxTokens;
   const float tol = (quantized_path ? 1e-2f : 1e-5f) * MaxAbs(ref) + 1e-6f;
-  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], tol) << "at " << i;
+  for (CpuIsa isa : kvserve::testing::IsasThisCpuRuns()) {
+    SCOPED_TRACE(kvserve::testing::IsaTrace(isa));
+    ScopedCpuIsa use(isa);
+    std::vector<float> y(n * rows);
+    MatMul(w, x.data(), y.data(), n);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], tol) << "at " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -9,7 +9,9 @@
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/half.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/kv_rows.h"
+#include "tests/kernels/cpu/cpu_isas.h"
 #include "tests/kernels/cpu/random_blocks.h"
 
 namespace kvserve::cpu {
@@ -106,15 +108,18 @@ void ExpectEqualsContiguousReference(const Params& params, const std::vector<Seq
                        page_indices.data(), kv_len.data()};
   WriteKv(kv, batch, new_k.data(), new_v.data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<float> out(q_all.size());
-  PagedAttention(kv, batch, {n_heads, scale}, q_all.data(), out.data());
-
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    std::vector<float> ref;
-    ContiguousAttention(qs[s], ks[s], vs[s], lws[s], seqs[s], n_heads, n_kv, hd, scale, &ref);
-    const float* got = out.data() + q_indptr[s] * n_heads * hd;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      ASSERT_NEAR(got[i], ref[i], 2e-5f) << "seq " << s << " element " << i;
+  for (CpuIsa isa : kvserve::testing::IsasThisCpuRuns()) {
+    SCOPED_TRACE(kvserve::testing::IsaTrace(isa));
+    ScopedCpuIsa use(isa);
+    std::vector<float> out(q_all.size());
+    PagedAttention(kv, batch, {n_heads, scale}, q_all.data(), out.data());
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      std::vector<float> ref;
+      ContiguousAttention(qs[s], ks[s], vs[s], lws[s], seqs[s], n_heads, n_kv, hd, scale, &ref);
+      const float* got = out.data() + q_indptr[s] * n_heads * hd;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_NEAR(got[i], ref[i], 2e-5f) << "seq " << s << " element " << i;
+      }
     }
   }
 }

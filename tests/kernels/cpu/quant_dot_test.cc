@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/kernel_table.h"
 #include "tests/kernels/cpu/random_blocks.h"
 
 namespace kvserve::cpu {
@@ -14,17 +17,33 @@ namespace {
 using kvserve::testing::RandomFloats;
 using kvserve::testing::RandomQuantRows;
 
-class QuantDotTest : public ::testing::TestWithParam<DType> {};
+// Activations for a dot with weights of type w: x quantized to ActivationTypeFor(w).
+std::vector<uint8_t> QuantizedActivations(DType w, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> act(RowBytes(ActivationTypeFor(w), n));
+  if (ActivationTypeFor(w) == DType::kQ8_1) QuantizeRowQ8_1(x.data(), act.data(), n);
+  else QuantizeRowQ8_0(x.data(), act.data(), n);
+  return act;
+}
+
+// Every ISA's kernels (the ones this CPU can run) for every weight type.
+class QuantDotTest : public ::testing::TestWithParam<std::tuple<CpuIsa, DType>> {
+ protected:
+  void SetUp() override {
+    if (!CpuSupports(isa())) GTEST_SKIP() << "this CPU cannot run " << CpuIsaName(isa());
+  }
+  CpuIsa isa() const { return std::get<0>(GetParam()); }
+  DType type() const { return std::get<1>(GetParam()); }
+  const CpuKernels& kernels() const { return KernelsFor(isa()); }
+};
 
 TEST_P(QuantDotTest, SimdEqualsScalarReference) {
-  const DType w = GetParam();
-  for (int64_t n : {32, 64, 576, 1536}) {
+  const DType w = type();
+  // 1, 2, 3 and 5 blocks: the AVX-512 kernels take blocks in pairs, so odd counts have a tail.
+  for (int64_t n : {32, 64, 96, 160, 576, 1536}) {
     auto row = RandomQuantRows(w, 1, n, static_cast<uint32_t>(n));
-    auto x = RandomFloats(n, 7 + static_cast<uint32_t>(n), 3.0f);
-    std::vector<uint8_t> act(RowBytes(ActivationTypeFor(w), n));
-    if (ActivationTypeFor(w) == DType::kQ8_1) QuantizeRowQ8_1(x.data(), act.data(), n);
-    else QuantizeRowQ8_0(x.data(), act.data(), n);
-    const float simd = QuantDot(w, row.data(), act.data(), n);
+    const auto act = QuantizedActivations(w, RandomFloats(n, 7 + static_cast<uint32_t>(n), 3.0f));
+    const float simd = kernels().quant_dot(w, row.data(), act.data(), n);
     const float ref = QuantDotReference(w, row.data(), act.data(), n);
     EXPECT_NEAR(simd, ref, 1e-4f * (1.0f + std::fabs(ref))) << DTypeName(w) << " n=" << n;
   }
@@ -32,7 +51,7 @@ TEST_P(QuantDotTest, SimdEqualsScalarReference) {
 
 TEST_P(QuantDotTest, CloseToFloatDotOfDequantizedRow) {
   // Quantizing the activations to 8 bits costs at most ~1% of the magnitude of the terms.
-  const DType w = GetParam();
+  const DType w = type();
   const int64_t n = 1024;
   auto row = RandomQuantRows(w, 1, n, 11);
   auto x = RandomFloats(n, 12, 2.0f);
@@ -43,32 +62,51 @@ TEST_P(QuantDotTest, CloseToFloatDotOfDequantizedRow) {
     exact += static_cast<double>(wf[i]) * x[i];
     magnitude += std::fabs(static_cast<double>(wf[i]) * x[i]);
   }
-  std::vector<uint8_t> act(RowBytes(ActivationTypeFor(w), n));
-  if (ActivationTypeFor(w) == DType::kQ8_1) QuantizeRowQ8_1(x.data(), act.data(), n);
-  else QuantizeRowQ8_0(x.data(), act.data(), n);
-  EXPECT_NEAR(QuantDot(w, row.data(), act.data(), n), exact, 0.01 * magnitude);
+  const auto act = QuantizedActivations(w, x);
+  EXPECT_NEAR(kernels().quant_dot(w, row.data(), act.data(), n), exact, 0.01 * magnitude);
 }
 
-TEST_P(QuantDotTest, RowsKernelEqualsOneRowAtATime) {
-  const DType w = GetParam();
-  const int64_t n = 576, rows = 7;  // odd: the paired Q4_1 loop must handle a leftover row
-  auto weights = RandomQuantRows(w, rows, n, 21);
-  auto x = RandomFloats(n, 22, 2.0f);
-  std::vector<uint8_t> act(RowBytes(ActivationTypeFor(w), n));
-  if (ActivationTypeFor(w) == DType::kQ8_1) QuantizeRowQ8_1(x.data(), act.data(), n);
-  else QuantizeRowQ8_0(x.data(), act.data(), n);
-  std::vector<float> out(rows * 3, -1.0f);
-  QuantDotRows(w, weights.data(), RowBytes(w, n), rows, act.data(), n, out.data(), 3);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float one = QuantDotReference(w, weights.data() + r * RowBytes(w, n), act.data(), n);
-    EXPECT_NEAR(out[r * 3], one, 1e-4f * (1.0f + std::fabs(one))) << "row " << r;
-    EXPECT_EQ(out[r * 3 + 1], -1.0f);  // the stride is respected
+TEST_P(QuantDotTest, RowsKernelEqualsReferenceRowByRow) {
+  const DType w = type();
+  // Row counts around the kernels' groups of 4 and 2 rows, and block counts odd and even.
+  for (int64_t n : {96, 576}) {
+    for (int64_t rows : {1, 2, 3, 4, 5, 7, 9, 16}) {
+      auto weights = RandomQuantRows(w, rows, n, 21 + static_cast<uint32_t>(rows));
+      const auto act = QuantizedActivations(w, RandomFloats(n, 22, 2.0f));
+      std::vector<float> out(rows * 3, -1.0f);
+      kernels().quant_dot_rows(w, weights.data(), RowBytes(w, n), rows, act.data(), n, out.data(), 3);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float one = QuantDotReference(w, weights.data() + r * RowBytes(w, n), act.data(), n);
+        EXPECT_NEAR(out[r * 3], one, 1e-4f * (1.0f + std::fabs(one))) << "n " << n << " rows " << rows << " row " << r;
+        EXPECT_EQ(out[r * 3 + 1], -1.0f);  // the stride is respected
+        EXPECT_EQ(out[r * 3 + 2], -1.0f);
+      }
+    }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, QuantDotTest,
-                         ::testing::Values(DType::kQ4_1, DType::kQ4_0, DType::kQ8_0),
-                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+TEST_P(QuantDotTest, RowsKernelGivesEachRowTheBitsOfItsOneRowDot) {
+  // --deterministic relies on a row's result not depending on which rows share its call.
+  const DType w = type();
+  const int64_t n = 160, rows = 7;
+  auto weights = RandomQuantRows(w, rows, n, 31);
+  const auto act = QuantizedActivations(w, RandomFloats(n, 32, 2.0f));
+  std::vector<float> out(rows);
+  kernels().quant_dot_rows(w, weights.data(), RowBytes(w, n), rows, act.data(), n, out.data(), 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    float alone;
+    kernels().quant_dot_rows(w, weights.data() + r * RowBytes(w, n), RowBytes(w, n), 1, act.data(), n, &alone, 1);
+    EXPECT_EQ(out[r], alone) << "row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(IsasAndTypes, QuantDotTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllCpuIsas),
+                                            ::testing::Values(DType::kQ4_1, DType::kQ4_0, DType::kQ8_0)),
+                         [](const auto& info) {
+                           return std::string(CpuIsaName(std::get<0>(info.param))) + "_" +
+                                  std::string(DTypeName(std::get<1>(info.param)));
+                         });
 
 TEST(QuantizeQ8, ScaleMapsLargestMagnitudeTo127) {
   std::vector<float> x(32, 0.5f);

@@ -1,0 +1,46 @@
+// CPU feature detection for the kernel dispatch (kernel_table.h).
+#include "kernels/cpu/cpu_isa.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace kvserve::cpu {
+
+std::string_view CpuIsaName(CpuIsa isa) { return isa == CpuIsa::kAvx512 ? "avx512" : "avx2"; }
+
+std::optional<CpuIsa> ParseCpuIsa(std::string_view name) {
+  for (CpuIsa isa : kAllCpuIsas) {
+    if (name == CpuIsaName(isa)) return isa;
+  }
+  return std::nullopt;
+}
+
+bool CpuSupports(CpuIsa isa) {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (isa == CpuIsa::kAvx2) return avx2;
+  return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vnni");
+}
+
+CpuIsa ChooseCpuIsa() {
+  const CpuIsa best = CpuSupports(CpuIsa::kAvx512) ? CpuIsa::kAvx512 : CpuIsa::kAvx2;
+  const char* forced = std::getenv("KVSERVE_CPU_ISA");
+  if (forced == nullptr || *forced == '\0') return best;
+  const std::optional<CpuIsa> isa = ParseCpuIsa(forced);
+  if (!isa) {
+    std::fprintf(stderr, "kvserve: KVSERVE_CPU_ISA must be avx2 or avx512, got '%s'; using %s\n", forced,
+                 std::string(CpuIsaName(best)).c_str());
+    return best;
+  }
+  if (!CpuSupports(*isa)) {
+    std::fprintf(stderr, "kvserve: KVSERVE_CPU_ISA=%s: this CPU does not support it; using %s\n", forced,
+                 std::string(CpuIsaName(best)).c_str());
+    return best;
+  }
+  return *isa;
+}
+
+}  // namespace kvserve::cpu

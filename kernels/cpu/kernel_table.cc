@@ -1,0 +1,28 @@
+// The per-ISA kernel tables and the process-wide choice between them.
+#include "kernels/cpu/kernel_table.h"
+
+#include <atomic>
+
+namespace kvserve::cpu {
+namespace {
+
+constexpr CpuKernels kAvx2Kernels{CpuIsa::kAvx2,       avx2::QuantDot,         avx2::QuantDotRows,
+                                  avx2::ScoreKeys,     avx2::AccumulateValues, avx2::ExpShiftedSum};
+constexpr CpuKernels kAvx512Kernels{CpuIsa::kAvx512,     avx512::QuantDot,         avx512::QuantDotRows,
+                                    avx512::ScoreKeys,   avx512::AccumulateValues, avx512::ExpShiftedSum};
+
+std::atomic<const CpuKernels*>& Active() {
+  static std::atomic<const CpuKernels*> active{&KernelsFor(ChooseCpuIsa())};
+  return active;
+}
+
+}  // namespace
+
+const CpuKernels& KernelsFor(CpuIsa isa) { return isa == CpuIsa::kAvx512 ? kAvx512Kernels : kAvx2Kernels; }
+
+const CpuKernels& ActiveKernels() { return *Active().load(std::memory_order_relaxed); }
+
+ScopedCpuIsa::ScopedCpuIsa(CpuIsa isa) : previous_(Active().exchange(&KernelsFor(isa))) {}
+ScopedCpuIsa::~ScopedCpuIsa() { Active().store(previous_); }
+
+}  // namespace kvserve::cpu

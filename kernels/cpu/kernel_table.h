@@ -1,0 +1,69 @@
+// Run-time dispatch of the CPU kernels that exist per ISA (cpu_isa.h): one table of function
+// pointers per ISA, one of them chosen once per process. The public entry points
+// (QuantDot/QuantDotRows in quant_dot.h, ScoreKeys/AccumulateValues/ExpShiftedSum in
+// attention_dots.h) call through the active table; tests and benchmarks call each table.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/dtype.h"
+
+namespace kvserve::cpu {
+
+// Signatures and contracts as documented in quant_dot.h and attention_dots.h.
+using QuantDotFn = float(DType w, const void* w_row, const void* act_row, int64_t n);
+using QuantDotRowsFn = void(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const void* act_row,
+                            int64_t n, float* out, int64_t out_stride);
+using ScoreKeysFn = void(const float* q, int64_t heads, const void* k, DType type, int64_t k_stride, int64_t n,
+                         int64_t hd, float scale, const float* lw, int64_t lw_stride, float* logits,
+                         int64_t logits_stride);
+using AccumulateValuesFn = void(const float* p, int64_t p_stride, int64_t heads, const void* v, DType type,
+                                int64_t v_stride, int64_t n, int64_t hd, float* acc);
+using ExpShiftedSumFn = float(float* x, int64_t n, float shift);
+
+struct CpuKernels {
+  CpuIsa isa;
+  QuantDotFn* quant_dot;
+  QuantDotRowsFn* quant_dot_rows;
+  ScoreKeysFn* score_keys;
+  AccumulateValuesFn* accumulate_values;
+  ExpShiftedSumFn* exp_shifted_sum;
+};
+
+// The table of `isa` (whether or not this CPU can run it: check CpuSupports first).
+const CpuKernels& KernelsFor(CpuIsa isa);
+
+// The table the kernels use: ChooseCpuIsa()'s on first use, or a ScopedCpuIsa's.
+const CpuKernels& ActiveKernels();
+
+// Makes `isa`'s table the active one for its lifetime, for tests and benchmarks that run
+// both ISAs in one process. Construct and destroy it while no kernel runs on another thread.
+class ScopedCpuIsa {
+ public:
+  explicit ScopedCpuIsa(CpuIsa isa);
+  ~ScopedCpuIsa();
+  ScopedCpuIsa(const ScopedCpuIsa&) = delete;
+  ScopedCpuIsa& operator=(const ScopedCpuIsa&) = delete;
+
+ private:
+  const CpuKernels* previous_;
+};
+
+// Each ISA's implementations: avx2 in quant_dot.cc and attention_dots.cc (the build's
+// baseline flags), avx512 in quant_dot_avx512.cc and attention_dots_avx512.cc.
+namespace avx2 {
+QuantDotFn QuantDot;
+QuantDotRowsFn QuantDotRows;
+ScoreKeysFn ScoreKeys;
+AccumulateValuesFn AccumulateValues;
+ExpShiftedSumFn ExpShiftedSum;
+}  // namespace avx2
+namespace avx512 {
+QuantDotFn QuantDot;
+QuantDotRowsFn QuantDotRows;
+ScoreKeysFn ScoreKeys;
+AccumulateValuesFn AccumulateValues;
+ExpShiftedSumFn ExpShiftedSum;
+}  // namespace avx512
+
+}  // namespace kvserve::cpu
