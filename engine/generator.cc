@@ -10,7 +10,7 @@
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward.h"
 #include "engine/model/sampler.h"
-#include "engine/model/stop_matcher.h"
+#include "engine/tokenizer/stop_matcher.h"
 
 namespace kvserve {
 

@@ -10,8 +10,8 @@
 #include "engine/compress/sequence_compressor.h"
 #include "engine/kv/kv_memory.h"
 #include "engine/model/sampler.h"
-#include "engine/model/stop_matcher.h"
-#include "engine/model/streaming_detokenizer.h"
+#include "engine/tokenizer/stop_matcher.h"
+#include "engine/tokenizer/streaming_detokenizer.h"
 
 namespace kvserve {
 

@@ -2,7 +2,7 @@
 #pragma once
 #include "absl/status/statusor.h"
 #include "kvserve/v1/generation.pb.h"
-#include "server/cli_args.h"
+#include "server/flags/cli_args.h"
 
 namespace kvserve::kvctl {
 

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/cli_args.h"
+#include "server/flags/cli_args.h"
 #include "server/kvctl/kvctl_commands.h"
 
 namespace kvserve::kvctl {

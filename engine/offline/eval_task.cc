@@ -1,0 +1,26 @@
+#include "engine/offline/eval_task.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvserve {
+
+absl::StatusOr<EvalTask> ParseEvalTask(std::string_view name) {
+  if (name == "kl") return EvalTask::kKl;
+  if (name == "passkey") return EvalTask::kPasskey;
+  if (name == "multikey") return EvalTask::kMultikey;
+  return absl::InvalidArgumentError(absl::StrCat("unknown eval task '", std::string(name),
+                                                 "' (expected kl, passkey or multikey)"));
+}
+
+std::string_view EvalTaskName(EvalTask task) {
+  switch (task) {
+    case EvalTask::kKl: return "kl";
+    case EvalTask::kPasskey: return "passkey";
+    case EvalTask::kMultikey: return "multikey";
+  }
+  return "?";
+}
+
+}  // namespace kvserve
