@@ -11,19 +11,18 @@
 #include "engine/kv/kv_memory.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "engine/scheduler/scheduler.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "server/cli/context_flag.h"
 #include "server/flags/cli_args.h"
+#include "server/flags/command_status.h"
 #include "server/serve/device_backend.h"
 #include "server/serve/kv_flags.h"
 
 namespace kvserve {
 namespace {
 
-int BenchFail(const absl::Status& st) {
-  std::fprintf(stderr, "kvserve bench: %s\n", std::string(st.message()).c_str());
-  return 1;
-}
+int Fail(const absl::Status& st) { return ReportFailure("kvserve bench", st); }
 
 // How many requests of this shape a pool of `fit_memory` admits at once: submits `count`
 // of them to a Scheduler (admission happens at Submit) and reads how many run.
@@ -32,11 +31,11 @@ int BenchAdmission(const Model& model, Backend& backend, const std::vector<int32
                    const std::string& fit_memory, int64_t count) {
   auto available = AvailableMemoryBytes();
   auto bytes = ParseKvMemory(fit_memory, available.ok() ? *available : 0);
-  if (!bytes.ok()) return BenchFail(bytes.status());
+  if (!bytes.ok()) return Fail(bytes.status());
   auto pages = PagesForBytes(*bytes, page_shape);
-  if (!pages.ok()) return BenchFail(pages.status());
+  if (!pages.ok()) return Fail(pages.status());
   auto tokenizer = Tokenizer::Create(model.tokenizer);
-  if (!tokenizer.ok()) return BenchFail(tokenizer.status());
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
   PagePoolShape shape = page_shape;
   shape.num_pages = *pages;
   PagePool pool(shape);
@@ -51,7 +50,7 @@ int BenchAdmission(const Model& model, Backend& backend, const std::vector<int32
     r.prompt = prompt;
     r.max_new_tokens = static_cast<int32_t>(n_new);
     r.ignore_eos = true;
-    if (auto h = sched.Submit(std::move(r)); !h.ok()) return BenchFail(h.status());
+    if (auto h = sched.Submit(std::move(r)); !h.ok()) return Fail(h.status());
   }
   std::printf("{\"engine\":\"kvserve\",\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"kv_budget\":%g,"
               "\"kv_memory\":\"%s\",\"pool_pages\":%lld,\"page_bytes\":%lld,\"prompt_tokens\":%zu,"
@@ -68,38 +67,53 @@ int BenchAdmission(const Model& model, Backend& backend, const std::vector<int32
 
 int RunBench(int argc, char** argv) {
   std::vector<std::string> flags = {"model", "prompt-tokens", "new-tokens", "repeats", "prefill-chunk", "batch",
-                                    "fit-memory", "fit-count", "device", "page-size"};
+                                    "fit-memory", "fit-count", "device", "page-size", "max-context"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
-  auto args = CliArgs::Parse(argc, argv, flags, {});
-  if (!args.ok()) return BenchFail(args.status());
+  const std::string usage = std::string(
+      "kvserve bench --model PATH|random:PRESET [--prompt-tokens N=512] [--new-tokens N=128] [--repeats N=3]\n"
+      "  [--prefill-chunk N=512] [--batch B=1] [--page-size N=16] [--max-context N (default: the model's)]\n"
+      "  [--device cpu|cuda|auto =cpu] [--fit-memory BYTES [--fit-count N=16]]\n"
+      "  prefill and decode throughput of fixed token ids, one JSON line on stdout\n"
+      "KV compression:\n") + KvFlagsHelp();
+  auto args = CliArgs::Parse(argc, argv, flags, {}, usage);
+  if (!args.ok()) return Fail(args.status());
+  if (args->help()) return 0;
   auto spec = args->Get("model");
-  if (!spec) return BenchFail(absl::InvalidArgumentError("--model is required"));
+  if (!spec) return Fail(absl::InvalidArgumentError("--model is required"));
   auto n_prompt = args->GetInt("prompt-tokens", 512), n_new = args->GetInt("new-tokens", 128),
        repeats = args->GetInt("repeats", 3), chunk = args->GetInt("prefill-chunk", 512),
        batch = args->GetInt("batch", 1), page_size = args->GetInt("page-size", 16);
   for (const auto* v : {&n_prompt, &n_new, &repeats, &chunk, &batch, &page_size}) {
-    if (!v->ok()) return BenchFail(v->status());
-    if (**v < 1) return BenchFail(absl::InvalidArgumentError("bench counts must be >= 1"));
+    if (!v->ok()) return Fail(v->status());
+    if (**v < 1) return Fail(absl::InvalidArgumentError("bench counts must be >= 1"));
   }
   auto model = LoadModel(*spec);
-  if (!model.ok()) return BenchFail(model.status());
+  if (!model.ok()) return Fail(model.status());
   const ModelConfig& c = model->config;
+  auto max_context = MaxContextFromArgs(*args, c);
+  if (!max_context.ok()) return Fail(max_context.status());
+  if (*n_prompt + *n_new > *max_context) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--prompt-tokens ", *n_prompt, " + --new-tokens ", *n_new, " is ", *n_prompt + *n_new,
+        " tokens; the context limit is ", *max_context,
+        args->Has("max-context") ? "" : " (pass --max-context to go beyond it)")));
+  }
   auto made_backend = MakeBackendForDevice(args->Get("device").value_or("cpu"));
-  if (!made_backend.ok()) return BenchFail(made_backend.status());
+  if (!made_backend.ok()) return Fail(made_backend.status());
   std::unique_ptr<Backend> backend = *std::move(made_backend);
   auto kv = CompressionFromArgs(*args, *model);
-  if (!kv.ok()) return BenchFail(kv.status());
+  if (!kv.ok()) return Fail(kv.status());
   // On a device, SnapKV-scored policies compress through the device kernels
   // (device_compressor.h); the others, and the admission count, read pages on the host.
   if (!backend->HostMemory() && ((kv->active() && !DeviceSelectionFor(*kv)) || args->Has("fit-memory"))) {
-    return BenchFail(absl::InvalidArgumentError(absl::StrCat(
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
         "--kv-policy ", kv->policy, " and --fit-memory run on the CPU backend only (snapkv, pyramid and criticalkv "
         "also run on CUDA), got --device ", *args->Get("device"))));
   }
 
   auto kv_dtype = KvDTypeFromArgs(*args);
-  if (!kv_dtype.ok()) return BenchFail(kv_dtype.status());
-  if (absl::Status st = CheckKvDType(*kv_dtype, *backend); !st.ok()) return BenchFail(st);
+  if (!kv_dtype.ok()) return Fail(kv_dtype.status());
+  if (absl::Status st = CheckKvDType(*kv_dtype, *backend); !st.ok()) return Fail(st);
 
   // Deterministic ids spread over the vocabulary, the same ones the peer script uses for
   // sequence 0; sequence b is shifted by b so batched sequences differ.
@@ -111,7 +125,7 @@ int RunBench(int argc, char** argv) {
 
   if (auto fit = args->Get("fit-memory")) {
     auto count = args->GetInt("fit-count", 16);
-    if (!count.ok()) return BenchFail(count.status());
+    if (!count.ok()) return Fail(count.status());
     return BenchAdmission(*model, *backend, prompts[0], *n_new, *chunk, *kv, {0, *page_size, c.n_kv_heads, c.head_dim,
                           *kv_dtype}, *fit, *count);
   }
@@ -130,7 +144,7 @@ int RunBench(int argc, char** argv) {
     for (int64_t b = 0; b < nb; ++b) {
       if (kv->active()) {
         auto made = SequenceCompressor::Create(*model, *kv, *n_prompt, *n_new, shape.page_size, *chunk);
-        if (!made.ok()) return BenchFail(made.status());
+        if (!made.ok()) return Fail(made.status());
         comps[b] = *std::move(made);
         shape.num_pages += comps[b]->PeakPages();
         probes_question = comps[b]->ProbesQuestion();
@@ -156,9 +170,9 @@ int RunBench(int argc, char** argv) {
             SequenceCompressor::NextPrefillOf(comps[b].get(), prompt, pos, *chunk, seqs[b]);
         logits.clear();
         ForwardRequest req{chunk_step.tokens, pos, &seqs[b], false, window(b)};
-        if (auto st = fwd.Step({&req, 1}, &logits); !st.ok()) return BenchFail(st);
+        if (auto st = fwd.Step({&req, 1}, &logits); !st.ok()) return Fail(st);
         pos += chunk_step.prompt_tokens;
-        if (auto st = compress(b, pos == *n_prompt); !st.ok()) return BenchFail(st);
+        if (auto st = compress(b, pos == *n_prompt); !st.ok()) return Fail(st);
       }
       next[b] = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
@@ -171,9 +185,9 @@ int RunBench(int argc, char** argv) {
         step[b] = {absl::MakeConstSpan(&next[b], 1), *n_prompt + i, &seqs[b], false, window(b)};
       }
       logits.clear();
-      if (auto st = fwd.Step(step, &logits); !st.ok()) return BenchFail(st);
+      if (auto st = fwd.Step(step, &logits); !st.ok()) return Fail(st);
       for (int64_t b = 0; b < nb; ++b) {
-        if (auto st = compress(b, true); !st.ok()) return BenchFail(st);
+        if (auto st = compress(b, true); !st.ok()) return Fail(st);
         const float* row = logits.data() + b * c.vocab_size;
         next[b] = static_cast<int32_t>(std::max_element(row, row + c.vocab_size) - row);
       }

@@ -15,24 +15,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/budget/ripple_profile.h"
+#include "engine/model/model_loader.h"
 #include "engine/offline/eval_runner.h"
 #include "engine/tokenizer/chat_template.h"
-#include "engine/model/model_loader.h"
 #include "nlohmann/json.hpp"
 #include "server/flags/cli_args.h"
+#include "server/flags/command_status.h"
 
 namespace kvserve {
 namespace {
 
-int EvalFail(const absl::Status& st) {
-  std::fprintf(stderr, "kvserve eval: %s\n", std::string(st.message()).c_str());
-  return 1;
-}
-
-#define EVAL_ASSIGN_OR_FAIL(lhs, expr)                      \
-  auto lhs##_or = (expr);                                   \
-  if (!lhs##_or.ok()) return EvalFail(lhs##_or.status()); \
-  auto& lhs = *lhs##_or
+int Fail(const absl::Status& st) { return ReportFailure("kvserve eval", st); }
 
 absl::Status FlagError(const std::string& flag, const std::string& value, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, " '", value, "': ", why));
@@ -207,21 +200,18 @@ int RunEval(int argc, char** argv) {
       "answer-tokens", "corpus",  "seed",    "prompt-style", "page-size", "prefill-chunk", "kv-window",
       "first-stage-ratio", "pool-kernel", "sink-tokens", "ripple-profile", "ripple-r", "ripple-gamma",
       "compress-at", "reduce-protected-dims", "auto-risks", "json"};
-  EVAL_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"help", "verbose"}));
-  if (args.Flag("help")) {
-    std::fputs(kEvalHelp, stderr);
-    return 0;
-  }
+  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"verbose"}, kEvalHelp));
+  if (args.help()) return 0;
   auto model_spec = args.Get("model");
-  if (!model_spec) return EvalFail(absl::InvalidArgumentError("--model is required"));
-  EVAL_ASSIGN_OR_FAIL(model, LoadModel(*model_spec));
-  EVAL_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
-  EVAL_ASSIGN_OR_FAIL(plan, PlanFromArgs(args, model));
+  if (!model_spec) return Fail(absl::InvalidArgumentError("--model is required"));
+  KV_ASSIGN_OR_FAIL(model, LoadModel(*model_spec));
+  KV_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
+  KV_ASSIGN_OR_FAIL(plan, PlanFromArgs(args, model));
   plan.verbose = args.Flag("verbose");
   std::unique_ptr<TextCorpus> corpus;
   if (std::find(plan.tasks.begin(), plan.tasks.end(), EvalTask::kKl) != plan.tasks.end()) {
     const std::string dir = args.Get("corpus").value_or(DefaultCorpusDir());
-    EVAL_ASSIGN_OR_FAIL(loaded, TextCorpus::Load(dir, tokenizer));
+    KV_ASSIGN_OR_FAIL(loaded, TextCorpus::Load(dir, tokenizer));
     corpus = std::make_unique<TextCorpus>(std::move(loaded));
   }
   std::fprintf(stderr, "kvserve eval: %s, %zu rows x %zu columns, %lld samples each, %s prompts, seed %llu\n",
@@ -249,7 +239,7 @@ int RunEval(int argc, char** argv) {
     out << EvalTableJson(t, meta.dump()) << "\n";
     return static_cast<bool>(out);
   };
-  EVAL_ASSIGN_OR_FAIL(table, RunEvalPlan(
+  KV_ASSIGN_OR_FAIL(table, RunEvalPlan(
                                  model, tokenizer, *backend, plan, corpus.get(),
                                  [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
                                  [&](const EvalTable& t) { write_json(t, false); }));
@@ -258,7 +248,7 @@ int RunEval(int argc, char** argv) {
   std::printf("\nwall time %.1f s (%lld contexts prefilled, %lld configurations scored)\n", wall,
               static_cast<long long>(table.contexts_prefilled), static_cast<long long>(table.configs_scored));
   if (!write_json(table, true)) {
-    return EvalFail(absl::InvalidArgumentError(absl::StrCat("--json: cannot write '", *json_path, "'")));
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--json: cannot write '", *json_path, "'")));
   }
   return 0;
 }

@@ -12,15 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "engine/kv/kv_memory.h"
 #include "engine/scheduler/engine.h"
+#include "server/flags/command_status.h"
 #include "server/serve/device_backend.h"
 
 namespace kvserve {
 namespace {
 
-int Fail(const absl::Status& st) {
-  std::fprintf(stderr, "kvserve: %s\n", std::string(st.message()).c_str());
-  return 1;
-}
+int Fail(const absl::Status& st) { return ReportFailure("kvserve", st); }
 
 struct Completion {
   std::string text;

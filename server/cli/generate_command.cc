@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -10,27 +11,21 @@
 #include "absl/strings/str_join.h"
 #include "engine/generator.h"
 #include "engine/kv/kv_memory.h"
-#include "engine/tokenizer/chat_template.h"
 #include "engine/model/model_loader.h"
+#include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
-#include "server/flags/cli_args.h"
-#include "server/serve/device_backend.h"
+#include "server/cli/context_flag.h"
 #include "server/cli/generate_batch.h"
+#include "server/flags/cli_args.h"
+#include "server/flags/command_status.h"
+#include "server/serve/device_backend.h"
 #include "server/serve/kv_flags.h"
 
 namespace kvserve {
 namespace {
 
-int Fail(const absl::Status& st) {
-  std::fprintf(stderr, "kvserve: %s\n", std::string(st.message()).c_str());
-  return 1;
-}
-
-#define KV_ASSIGN_OR_FAIL(lhs, expr)      \
-  auto lhs##_or = (expr);                 \
-  if (!lhs##_or.ok()) return Fail(lhs##_or.status()); \
-  auto& lhs = *lhs##_or
+int Fail(const absl::Status& st) { return ReportFailure("kvserve", st); }
 
 absl::StatusOr<GenerationOptions> OptionsFromArgs(const CliArgs& a) {
   GenerationOptions o;
@@ -78,16 +73,14 @@ absl::StatusOr<GenerationOptions> OptionsFromArgs(const CliArgs& a) {
 }  // namespace
 
 int RunGenerate(int argc, char** argv) {
-  std::vector<std::string> value_flags = {"model", "prompt", "system", "max-new-tokens", "temperature",
+  std::vector<std::string> value_flags = {"model", "prompt", "prompt-file", "system", "max-new-tokens", "temperature",
                                           "top-k", "top-p", "min-p", "repetition-penalty", "seed", "stop",
                                           "stop-token-id", "max-context", "page-size", "prefill-chunk",
                                           "prompts-file", "kv-memory", "max-batch-tokens", "max-waiting",
                                           "decode-share", "device"};
   value_flags.insert(value_flags.end(), KvFlagNames().begin(), KvFlagNames().end());
-  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"chat", "ignore-eos", "timing", "help"}));
-  if (args.Flag("help")) {
-    std::fprintf(stderr,
-                 "kvserve generate --model PATH|random:PRESET --prompt TEXT [--chat [--system TEXT]]\n"
+  const std::string usage = std::string(
+                 "kvserve generate --model PATH|random:PRESET (--prompt TEXT | --prompt-file F) [--chat [--system TEXT]]\n"
                  "  [--max-new-tokens N=128] [--temperature T=0 (greedy)] [--top-k K] [--top-p P]\n"
                  "  [--min-p P] [--repetition-penalty R] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
                  "  [--ignore-eos] [--max-context N] [--page-size N=16] [--prefill-chunk N=512] [--timing]\n"
@@ -96,9 +89,9 @@ int RunGenerate(int argc, char** argv) {
                  "  [--kv-memory BYTES|FRACTION=512M (a fraction of free device memory on CUDA)]\n"
                  "  [--max-batch-tokens N=2048] [--max-waiting N=1024] [--decode-share S=0]\n"
                  "  [--device cpu|cuda|auto =cpu]\n"
-                 "KV compression (both forms):\n%s", KvFlagsHelp());
-    return 0;
-  }
+                 "KV compression (both forms):\n") + KvFlagsHelp();
+  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"chat", "ignore-eos", "timing"}, usage));
+  if (args.help()) return 0;
   auto model_spec = args.Get("model");
   if (!model_spec) return Fail(absl::InvalidArgumentError("--model is required"));
   KV_ASSIGN_OR_FAIL(options, OptionsFromArgs(args));
@@ -109,11 +102,22 @@ int RunGenerate(int argc, char** argv) {
     KV_ASSIGN_OR_FAIL(batch_kv, CompressionFromArgs(args, batch_model));
     options.compression = batch_kv;
     KV_ASSIGN_OR_FAIL(batch_tokenizer, Tokenizer::Create(batch_model.tokenizer));
-    KV_ASSIGN_OR_FAIL(batch_context, args.GetInt("max-context", batch_model.config.max_context));
+    KV_ASSIGN_OR_FAIL(batch_context, MaxContextFromArgs(args, batch_model.config));
     return RunGenerateBatch(args, options, batch_model, batch_tokenizer, batch_context, *batch_backend);
   }
-  auto prompt_text = args.Get("prompt");
-  if (!prompt_text || prompt_text->empty()) return Fail(absl::InvalidArgumentError("--prompt is empty"));
+  // --prompt-file: the whole file is the prompt (a prompt past the shell's 128 KiB argument
+  // limit cannot go through --prompt).
+  if (args.Has("prompt") && args.Has("prompt-file")) {
+    return Fail(absl::InvalidArgumentError("give --prompt or --prompt-file, not both"));
+  }
+  std::optional<std::string> prompt_text = args.Get("prompt");
+  if (auto path = args.Get("prompt-file")) {
+    KV_ASSIGN_OR_FAIL(file_text, ReadFlagFile("prompt-file", *path));
+    prompt_text = file_text;
+  }
+  if (!prompt_text || prompt_text->empty()) {
+    return Fail(absl::InvalidArgumentError(args.Has("prompt-file") ? "--prompt-file is empty" : "--prompt is empty"));
+  }
   KV_ASSIGN_OR_FAIL(model, LoadModel(*model_spec));
   KV_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
   KV_ASSIGN_OR_FAIL(kv_settings, CompressionFromArgs(args, model));
@@ -129,13 +133,7 @@ int RunGenerate(int argc, char** argv) {
   }
   std::vector<int32_t> prompt = tokenizer.Encode(text, tokenizer.add_bos(), /*parse_special=*/true);
 
-  KV_ASSIGN_OR_FAIL(max_context, args.GetInt("max-context", model.config.max_context));
-  if (args.Has("max-context") && max_context > model.config.max_context) {
-    std::fprintf(stderr,
-                 "kvserve: warning: --max-context %lld is beyond the model's trained context %lld; "
-                 "RoPE positions past it were never seen in training and quality will degrade\n",
-                 static_cast<long long>(max_context), static_cast<long long>(model.config.max_context));
-  }
+  KV_ASSIGN_OR_FAIL(max_context, MaxContextFromArgs(args, model.config));
   if (absl::Status st = ValidateGeneration(model, prompt, options, max_context); !st.ok()) {
     if (static_cast<int64_t>(prompt.size()) > max_context && !args.Has("max-context")) {
       return Fail(absl::InvalidArgumentError(
@@ -188,7 +186,10 @@ int RunGenerate(int argc, char** argv) {
 }
 
 int RunTokenize(int argc, char** argv) {
-  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, {"model", "text"}, {"no-special", "add-bos"}));
+  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, {"model", "text"}, {"no-special", "add-bos"},
+                                         "kvserve tokenize --model PATH|random:PRESET --text TEXT [--add-bos] [--no-special]\n"
+                                         "  prints the token ids of TEXT, space-separated"));
+  if (args.help()) return 0;
   auto model_spec = args.Get("model");
   if (!model_spec) return Fail(absl::InvalidArgumentError("--model is required"));
   auto text = args.Get("text");

@@ -1,4 +1,4 @@
-// The kvserve binary: subcommands generate, tokenize, bench and serve (the gRPC server).
+// The kvserve binary: dispatches to its commands generate, tokenize, bench, eval, profile and serve.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,10 +18,10 @@ void PrintUsage() {
   std::fprintf(stderr,
                "usage: kvserve <command> [flags]\n"
                "commands:\n"
-               "  generate  --model PATH|random:PRESET --prompt TEXT [--chat] [--max-new-tokens N]\n"
+               "  generate  --model PATH|random:PRESET --prompt TEXT|--prompt-file F [--chat] [--max-new-tokens N]\n"
                "            [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S] ...\n"
                "  tokenize  --model PATH --text TEXT\n"
-               "  bench     --model PATH [--prompt-tokens 512] [--new-tokens 128] [--repeats 3]\n"
+               "  bench     --model PATH [--prompt-tokens 512] [--new-tokens 128] [--repeats 3] [--max-context N]\n"
                "  eval      --model PATH [--policies ...] [--budgets ...] [--contexts ...] [--tasks kl,passkey,multikey]\n"
                "  profile   --model PATH --calibration FILE... --out PROFILE.json (RippleKV sensitivity)\n"
                "  serve     --model PATH [--port 50051] [--metrics-port 9400] ... (the gRPC server)\n"
@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   std::string cmd = argv[1];
+  std::string name = "kvserve " + cmd;  // what each command's --help names it
+  argv[1] = name.data();
   if (cmd == "generate") return kvserve::RunGenerate(argc - 1, argv + 1);
   if (cmd == "tokenize") return kvserve::RunTokenize(argc - 1, argv + 1);
   if (cmd == "bench") return kvserve::RunBench(argc - 1, argv + 1);

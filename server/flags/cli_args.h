@@ -1,9 +1,11 @@
-// Command-line flags of the kvserve subcommands: --name value, --name=value, bare booleans.
+// Command-line flags of the kvserve and kvctl commands, parsed with CLI11: --name value,
+// --name=value, bare booleans, --help; errors name the offending flag or value.
 #pragma once
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -12,10 +14,15 @@ namespace kvserve {
 
 class CliArgs {
  public:
-  // value_flags take a value; bool_flags do not. Any other --flag is an error naming it.
+  // argv[0] names the command ("generate"); value_flags take a value, bool_flags do not. A
+  // name "kv-policy|policy" also accepts --policy, read back as "kv-policy". Any other --flag
+  // is an error naming it. --help or -h prints `usage` and every flag the command takes, with
+  // its meaning from server/flags/flag_help.h, to stdout, and sets help().
   static absl::StatusOr<CliArgs> Parse(int argc, char** argv, const std::vector<std::string>& value_flags,
-                                       const std::vector<std::string>& bool_flags);
+                                       const std::vector<std::string>& bool_flags, std::string_view usage = "");
 
+  // --help was given: the help is printed, the command should exit 0.
+  bool help() const { return help_; }
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   bool Flag(const std::string& name) const { return Has(name); }
   // The last value given for a flag.
@@ -28,6 +35,11 @@ class CliArgs {
 
  private:
   std::map<std::string, std::vector<std::string>> values_;
+  bool help_ = false;
 };
+
+// The whole file a flag names (--prompt-file F); NOT_FOUND naming flag and path when it
+// cannot be read.
+absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::string& path);
 
 }  // namespace kvserve

@@ -18,22 +18,20 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "kernels/backend.h"
 #include "prometheus/registry.h"
+#include "server/flags/command_status.h"
 #include "server/serve/device_backend.h"
 #include "server/serve/grpc_generation_service.h"
+#include "server/serve/kv_flags.h"
 #include "server/serve/metrics.h"
 #include "server/serve/metrics_http.h"
 #include "server/serve/metrics_state_collector.h"
-#include "server/serve/kv_flags.h"
 #include "server/serve/serve_options.h"
 #include "server/serve/serve_tracker.h"
 
 namespace kvserve {
 namespace {
 
-int Fail(const absl::Status& st) {
-  std::fprintf(stderr, "kvserve serve: %s\n", std::string(st.message()).c_str());
-  return 1;
-}
+int Fail(const absl::Status& st) { return ReportFailure("kvserve serve", st); }
 
 std::shared_ptr<grpc::ServerCredentials> Credentials(const ServeOptions& o, absl::Status* st) {
   if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
@@ -137,10 +135,7 @@ int RunServe(int argc, char** argv) {
   bool help = false;
   absl::StatusOr<ServeOptions> parsed = ParseServeOptions(argc, argv, &help);
   if (!parsed.ok()) return Fail(parsed.status());
-  if (help) {
-    std::fputs(ServeUsage().c_str(), stderr);
-    return 0;
-  }
+  if (help) return 0;
   const ServeOptions& o = *parsed;
 
   // Block the shutdown signals before any thread starts, so every thread inherits it.

@@ -31,10 +31,10 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
       "max-new-tokens-limit", "kv-memory", "page-size", "prefill-chunk", "max-batch-tokens", "max-waiting",
       "decode-share", "drain-timeout", "device"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
-  absl::StatusOr<CliArgs> parsed = CliArgs::Parse(argc, argv, flags, {"help"});
+  absl::StatusOr<CliArgs> parsed = CliArgs::Parse(argc, argv, flags, {}, ServeUsage());
   if (!parsed.ok()) return parsed.status();
   const CliArgs& a = *parsed;
-  *help = a.Flag("help");
+  *help = a.help();
   ServeOptions o;
   o.args = a;
   if (*help) return o;

@@ -35,7 +35,8 @@ struct ServeOptions {
   CliArgs args;
 };
 
-// Parses and checks the flags; the error names the flag and value. `help` is set for --help.
+// Parses and checks the flags; the error names the flag and value. `help` is set for --help,
+// whose text (the usage and every flag) is then printed.
 absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help);
 
 // The usage text, --kv-* flags included.
