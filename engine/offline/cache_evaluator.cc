@@ -1,3 +1,4 @@
+// One eval context prefilled once, then scored under each KV setting on its own copy of the cache.
 #include "engine/offline/cache_evaluator.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// `kvserve eval`'s loop: every (task, context, sample) prefilled once and scored under every row.
 #include "engine/offline/eval_runner.h"
 
 #include <algorithm>

@@ -1,4 +1,7 @@
+// The seeded random stream eval task builders draw from.
 #include "engine/offline/eval_sample.h"
+
+#include "engine/model/split_mix64.h"
 
 namespace kvserve {
 
@@ -13,12 +16,7 @@ SampleRng::SampleRng(uint64_t seed, std::string_view task, int64_t context_token
   }
 }
 
-uint64_t SampleRng::Next() {
-  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+uint64_t SampleRng::Next() { return SplitMix64Next(state_); }
 
 int64_t SampleRng::Uniform(int64_t lo, int64_t hi) {
   return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));

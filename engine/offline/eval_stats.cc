@@ -1,3 +1,4 @@
+// Confidence intervals of eval cells: Wilson for accuracies, bootstrap for continuous scores.
 #include "engine/offline/eval_stats.h"
 
 #include <algorithm>

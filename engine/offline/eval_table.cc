@@ -1,3 +1,4 @@
+// The eval result table: cells, means with intervals, markdown and JSON.
 #include "engine/offline/eval_table.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// The names of the eval tasks and their parsing.
 #include "engine/offline/eval_task.h"
 
 #include <string>

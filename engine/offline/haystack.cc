@@ -1,3 +1,4 @@
+// RULER-style haystacks: noise sentences with needles at chosen depths, to an exact token count.
 #include "engine/offline/haystack.h"
 
 #include <algorithm>

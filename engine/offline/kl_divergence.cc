@@ -1,3 +1,4 @@
+// KL(full || compressed) of next-token distributions, in double.
 #include "engine/offline/kl_divergence.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// How a retrieval prompt wraps its haystack: plain text or one chat turn.
 #include "engine/offline/prompt_frame.h"
 
 #include "absl/strings/str_cat.h"

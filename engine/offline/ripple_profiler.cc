@@ -1,3 +1,4 @@
+// The RippleKV profiler: per-layer KL when one layer's value cache is perturbed.
 #include "engine/offline/ripple_profiler.h"
 
 #include <cmath>

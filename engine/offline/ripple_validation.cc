@@ -1,3 +1,4 @@
+// RippleKV validation: real per-layer compression damage, rank-correlated with a profile.
 #include "engine/offline/ripple_validation.h"
 
 #include <algorithm>

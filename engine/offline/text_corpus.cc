@@ -1,3 +1,4 @@
+// The kl task's corpus: long texts tokenized once, cut into context + continuation windows.
 #include "engine/offline/text_corpus.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The --kv-* flags into CompressionSettings, with errors that name flag and value.
 #include "server/serve/kv_flags.h"
 
 #include "absl/strings/match.h"

@@ -1,4 +1,4 @@
-// The KV compression flags shared by generate, bench, eval and serve.
+// The KV compression flags shared by generate, bench and serve (eval takes the same names per row).
 #pragma once
 #include <string>
 #include <vector>
