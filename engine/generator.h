@@ -13,7 +13,7 @@
 #include "engine/compress/sequence_compressor.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/sampling_params.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/scheduler/request.h"
 #include "kernels/backend.h"
 

@@ -170,5 +170,8 @@ enum class Determinism {
 };
 
 std::unique_ptr<Backend> MakeCpuBackend(Determinism determinism = Determinism::kFastest);
+// The instruction set the CPU backend's kernels run with ("avx2" or "avx512"; chosen once per
+// process, KVSERVE_CPU_ISA forces one).
+std::string_view CpuKernelIsa();
 
 }  // namespace kvserve

@@ -1,3 +1,4 @@
+// Host reads of K/V rows of paged storage, f32 or f16.
 #include "kernels/kv_rows.h"
 
 #include <immintrin.h>

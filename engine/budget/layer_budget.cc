@@ -1,3 +1,4 @@
+// Per-layer budget plans: the uniform and PyramidKV splits of a global KV budget into quotas.
 #include "engine/budget/layer_budget.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The RippleKV plan: per-layer weights r^s from the profile, clipped and rescaled into quotas.
 #include "engine/budget/ripple_plan.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// RippleKV profile files: saving, loading and the check that a profile fits the model.
 #include "engine/budget/ripple_profile.h"
 
 #include <cmath>

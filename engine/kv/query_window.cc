@@ -1,3 +1,4 @@
+// The per-layer ring of a sequence's most recent post-RoPE queries.
 #include "engine/kv/query_window.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Deep copy of one sequence's cache into fresh pages of the same pool.
 #include "engine/kv/sequence_clone.h"
 
 #include <algorithm>

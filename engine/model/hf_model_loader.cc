@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/hf_config.h"
-#include "engine/model/hf_tokenizer_json.h"
+#include "engine/tokenizer/hf_tokenizer_json.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/safetensors_file.h"
 #include "nlohmann/json.hpp"

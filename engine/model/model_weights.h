@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "engine/model/model_config.h"
-#include "engine/model/tokenizer_spec.h"
+#include "engine/tokenizer/tokenizer_spec.h"
 #include "kernels/backend.h"
 
 namespace kvserve {

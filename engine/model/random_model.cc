@@ -12,16 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/safetensors_file.h"
+#include "engine/model/split_mix64.h"
 
 namespace kvserve {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Uniform in [-1, 1) from 24 random bits (exact in float).
 float UniformPm1(uint64_t key, uint64_t i) {

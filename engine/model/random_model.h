@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
-#include "engine/model/tokenizer_spec.h"
+#include "engine/tokenizer/tokenizer_spec.h"
 
 namespace kvserve {
 

@@ -6,15 +6,10 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/model/split_mix64.h"
+
 namespace kvserve {
 namespace {
-
-uint64_t SplitMix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -24,7 +19,7 @@ Sampler::Sampler(const SamplingParams& params) : params_(params) {
   // splitmix64 expands the seed, as the xoshiro authors recommend; it never yields an
   // all-zero state, which would make xoshiro emit zeros forever.
   uint64_t x = params.seed;
-  for (uint64_t& s : state_) s = SplitMix64(x);
+  for (uint64_t& s : state_) s = SplitMix64Next(x);
 }
 
 uint64_t Sampler::NextU64() {

@@ -14,7 +14,7 @@
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_weights.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/scheduler/request.h"
 #include "engine/scheduler/sequence_tail.h"
 #include "kernels/backend.h"

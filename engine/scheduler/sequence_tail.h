@@ -8,9 +8,9 @@
 
 #include "absl/types/span.h"
 #include "engine/model/sampler.h"
-#include "engine/model/stop_matcher.h"
-#include "engine/model/streaming_detokenizer.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/stop_matcher.h"
+#include "engine/tokenizer/streaming_detokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/scheduler/request.h"
 
 namespace kvserve {

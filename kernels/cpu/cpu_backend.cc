@@ -1,5 +1,6 @@
 // CpuBackend: the always-built reference backend, multi-threaded with OpenMP and OpenBLAS.
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/matmul.h"
 
 namespace kvserve {
@@ -49,6 +50,8 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
+
+std::string_view CpuKernelIsa() { return cpu::CpuIsaName(cpu::ActiveKernels().isa); }
 
 std::unique_ptr<Backend> MakeCpuBackend(Determinism determinism) {
   return std::make_unique<CpuBackend>(determinism);

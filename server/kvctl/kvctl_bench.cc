@@ -56,13 +56,12 @@ double Percentile(const std::vector<double>& sorted, double p) {
 int RunBench(int argc, char** argv) {
   std::vector<std::string> flags = GenerateFlags();
   flags.insert(flags.end(), {"clients", "requests", "warmup"});
-  absl::StatusOr<CliArgs> args = ParseWithConnection(argc, argv, flags, GenerateBoolFlags());
+  absl::StatusOr<CliArgs> args = ParseWithConnection(
+      argc, argv, flags, GenerateBoolFlags(),
+      "kvctl bench [--clients 16] [--requests 200] [--warmup 5] [--stream] [generate flags; default "
+      "--prompt hello --max-new-tokens 1]\n");
   if (!args.ok()) return ReportError(args.status());
-  if (args->Flag("help")) {
-    std::fprintf(stderr, "kvctl bench [--clients 16] [--requests 200] [--warmup 5] [--stream] [generate flags; default "
-                         "--prompt hello --max-new-tokens 1]\n%s", kConnectionUsage);
-    return 0;
-  }
+  if (args->help()) return 0;
   absl::StatusOr<int64_t> clients = args->GetInt("clients", 16), requests = args->GetInt("requests", 200),
                           warmup = args->GetInt("warmup", 5);
   for (const auto* v : {&clients, &requests, &warmup}) {

@@ -16,7 +16,7 @@ const std::vector<std::string>& ConnectionFlags() {
 }
 
 const std::vector<std::string>& ConnectionBoolFlags() {
-  static const std::vector<std::string> f = {"tls", "help"};
+  static const std::vector<std::string> f = {"tls"};
   return f;
 }
 

@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
-#include "server/cli_args.h"
+#include "server/flags/cli_args.h"
 
 namespace kvserve::kvctl {
 

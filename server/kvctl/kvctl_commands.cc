@@ -13,11 +13,13 @@
 namespace kvserve::kvctl {
 
 int RunTokenize(int argc, char** argv) {
-  absl::StatusOr<CliArgs> args = ParseWithConnection(argc, argv, {"text"}, {"add-special-tokens", "pieces"});
+  static const char kUsage[] = "kvctl tokenize --text TEXT [--add-special-tokens] [--pieces]\n";
+  absl::StatusOr<CliArgs> args = ParseWithConnection(argc, argv, {"text"}, {"add-special-tokens", "pieces"}, kUsage);
   if (!args.ok()) return ReportError(args.status());
-  if (args->Flag("help") || !args->Has("text")) {
-    std::fprintf(stderr, "kvctl tokenize --text TEXT [--add-special-tokens] [--pieces]\n%s", kConnectionUsage);
-    return args->Flag("help") ? 0 : 2;
+  if (args->help()) return 0;
+  if (!args->Has("text")) {
+    std::fprintf(stderr, "%s%s", kUsage, kConnectionUsage);
+    return 2;
   }
   absl::StatusOr<Connection> conn = Connect(*args);
   if (!conn.ok()) return ReportError(conn.status());
@@ -35,12 +37,10 @@ int RunTokenize(int argc, char** argv) {
 }
 
 int RunInfo(int argc, char** argv) {
-  absl::StatusOr<CliArgs> args = ParseWithConnection(argc, argv, {}, {});
+  absl::StatusOr<CliArgs> args =
+      ParseWithConnection(argc, argv, {}, {}, "kvctl info (the served model and the server's limits)\n");
   if (!args.ok()) return ReportError(args.status());
-  if (args->Flag("help")) {
-    std::fprintf(stderr, "kvctl info (the served model and the server's limits)\n%s", kConnectionUsage);
-    return 0;
-  }
+  if (args->help()) return 0;
   absl::StatusOr<Connection> conn = Connect(*args);
   if (!conn.ok()) return ReportError(conn.status());
   v1::GetModelInfoResponse resp;
@@ -56,13 +56,11 @@ int RunInfo(int argc, char** argv) {
 // Exit 0 when SERVING. --wait SECONDS polls until it is (a server that is still loading
 // answers NOT_SERVING; one not yet listening fails to connect).
 int RunHealth(int argc, char** argv) {
-  absl::StatusOr<CliArgs> args = ParseWithConnection(argc, argv, {"service", "wait"}, {});
+  absl::StatusOr<CliArgs> args = ParseWithConnection(
+      argc, argv, {"service", "wait"}, {},
+      "kvctl health [--service NAME (default: the server as a whole)] [--wait SECONDS]\n");
   if (!args.ok()) return ReportError(args.status());
-  if (args->Flag("help")) {
-    std::fprintf(stderr, "kvctl health [--service NAME (default: the server as a whole)] [--wait SECONDS]\n%s",
-                 kConnectionUsage);
-    return 0;
-  }
+  if (args->help()) return 0;
   absl::StatusOr<double> wait = args->GetDouble("wait", 0);
   if (!wait.ok()) return ReportError(wait.status());
   absl::StatusOr<Connection> conn = Connect(*args);

@@ -2,7 +2,7 @@
 #pragma once
 #include "absl/status/statusor.h"
 #include "kvserve/v1/generation.pb.h"
-#include "server/cli_args.h"
+#include "server/flags/cli_args.h"
 
 namespace kvserve::kvctl {
 
@@ -20,7 +20,8 @@ extern const char kGenerateUsage[];
 absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& args);
 
 // Parses with the connection flags added to the command's own.
+// `usage` heads --help, followed by every flag.
 absl::StatusOr<CliArgs> ParseWithConnection(int argc, char** argv, std::vector<std::string> value_flags,
-                                            std::vector<std::string> bool_flags);
+                                            std::vector<std::string> bool_flags, const std::string& usage);
 
 }  // namespace kvserve::kvctl

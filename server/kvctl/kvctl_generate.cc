@@ -18,7 +18,7 @@ const char kGenerateUsage[] =
     "kvctl generate ((--prompt TEXT | --prompt-file F)... | --token-ids '1 2 3') [--chat [--system TEXT]] [--stream]\n"
     "  [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
     "  [--presence-penalty P] [--frequency-penalty P] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
-    "  [--ignore-eos] [--kv-policy full|streaming|snapkv|criticalkv|pyramid] [--kv-budget B|auto:RISK] [--kv-plan uniform|pyramid]\n"
+    "  [--ignore-eos] [--kv-policy full|streaming|snapkv|criticalkv|pyramid] [--kv-budget B|auto:RISK] [--budget-plan uniform|pyramid (or --kv-plan)]\n"
     "  [--compress-at prefill_end|chunk] [--chunk-scoring question|window] [--question-tokens N]\n"
     "  [--request-id ID] [--usage (finish reason, usage and timings on stderr)] [--ids (print token ids)]\n";
 
@@ -26,7 +26,7 @@ const std::vector<std::string>& GenerateFlags() {
   static const std::vector<std::string> f = {
       "prompt", "prompt-file", "token-ids", "system", "max-new-tokens", "temperature", "top-k", "top-p", "min-p",
       "repetition-penalty", "presence-penalty", "frequency-penalty", "seed", "stop", "stop-token-id",
-      "kv-policy", "kv-budget", "kv-plan", "compress-at", "chunk-scoring", "question-tokens", "request-id"};
+      "kv-policy", "kv-budget", "budget-plan|kv-plan", "compress-at", "chunk-scoring", "question-tokens", "request-id"};
   return f;
 }
 
@@ -36,10 +36,10 @@ const std::vector<std::string>& GenerateBoolFlags() {
 }
 
 absl::StatusOr<CliArgs> ParseWithConnection(int argc, char** argv, std::vector<std::string> value_flags,
-                                            std::vector<std::string> bool_flags) {
+                                            std::vector<std::string> bool_flags, const std::string& usage) {
   value_flags.insert(value_flags.end(), ConnectionFlags().begin(), ConnectionFlags().end());
   bool_flags.insert(bool_flags.end(), ConnectionBoolFlags().begin(), ConnectionBoolFlags().end());
-  return CliArgs::Parse(argc, argv, value_flags, bool_flags);
+  return CliArgs::Parse(argc, argv, value_flags, bool_flags, usage + kConnectionUsage);
 }
 
 namespace {
@@ -104,9 +104,9 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
   // which Linux caps at 128 KiB).
   std::vector<std::string> texts = a.GetAll("prompt");
   for (const std::string& path : a.GetAll("prompt-file")) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat("--prompt-file '", path, "' cannot be read"));
-    texts.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    absl::StatusOr<std::string> text = ReadFlagFile("prompt-file", path);
+    if (!text.ok()) return text.status();
+    texts.push_back(*std::move(text));
     if (texts.back().empty()) return absl::InvalidArgumentError(absl::StrCat("--prompt-file '", path, "' is empty"));
   }
   for (const std::string& text : texts) {
@@ -153,7 +153,7 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
   }
   st->set_ignore_eos(a.Flag("ignore-eos"));
   kv->set_policy(a.Get("kv-policy").value_or(""));
-  kv->set_budget_plan(a.Get("kv-plan").value_or(""));
+  kv->set_budget_plan(a.Get("budget-plan").value_or(""));
   kv->set_compress_at(a.Get("compress-at").value_or(""));
   kv->set_chunk_scoring(a.Get("chunk-scoring").value_or(""));
   if (absl::Status status = Optional<int64_t>(a, "question-tokens", [&](int64_t v) { kv->set_question_tokens(v); });
@@ -175,12 +175,9 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
 }
 
 int RunGenerate(int argc, char** argv) {
-  absl::StatusOr<CliArgs> args = ParseWithConnection(argc, argv, GenerateFlags(), GenerateBoolFlags());
+  absl::StatusOr<CliArgs> args = ParseWithConnection(argc, argv, GenerateFlags(), GenerateBoolFlags(), kGenerateUsage);
   if (!args.ok()) return ReportError(args.status());
-  if (args->Flag("help")) {
-    std::fprintf(stderr, "%s%s", kGenerateUsage, kConnectionUsage);
-    return 0;
-  }
+  if (args->help()) return 0;
   absl::StatusOr<v1::GenerateRequest> req = BuildGenerateRequest(*args);
   if (!req.ok()) return ReportError(req.status());
   absl::StatusOr<Connection> conn = Connect(*args);

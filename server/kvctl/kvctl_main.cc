@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  std::string name = "kvctl " + cmd;  // what each command's --help names it
+  argv[1] = name.data();
   if (cmd == "generate") return kvserve::kvctl::RunGenerate(argc - 1, argv + 1);
   if (cmd == "tokenize") return kvserve::kvctl::RunTokenize(argc - 1, argv + 1);
   if (cmd == "info") return kvserve::kvctl::RunInfo(argc - 1, argv + 1);

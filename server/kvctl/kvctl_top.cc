@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/cli_args.h"
+#include "server/flags/cli_args.h"
 #include "server/kvctl/kvctl_commands.h"
 
 namespace kvserve::kvctl {
@@ -85,12 +85,14 @@ std::string Bar(double frac) {
 }  // namespace
 
 int RunTop(int argc, char** argv) {
-  absl::StatusOr<CliArgs> args = CliArgs::Parse(argc, argv, {"metrics", "interval", "count"}, {"help"});
-  if (!args.ok() || args->Flag("help")) {
-    std::fprintf(stderr, "%skvctl top [--metrics HOST:PORT=localhost:9400] [--interval SECONDS=1] [--count N (0: until Ctrl-C)]\n",
-                 args.ok() ? "" : (std::string(args.status().message()) + "\n").c_str());
-    return args.ok() ? 0 : 2;
+  static const char kUsage[] =
+      "kvctl top [--metrics HOST:PORT=localhost:9400] [--interval SECONDS=1] [--count N (0: until Ctrl-C)]\n";
+  absl::StatusOr<CliArgs> args = CliArgs::Parse(argc, argv, {"metrics", "interval", "count"}, {}, kUsage);
+  if (!args.ok()) {
+    std::fprintf(stderr, "%s\n%s", std::string(args.status().message()).c_str(), kUsage);
+    return 2;
   }
+  if (args->help()) return 0;
   const std::string target = args->Get("metrics").value_or("localhost:9400");
   const size_t colon = target.rfind(':');
   const std::string host = colon == std::string::npos ? target : target.substr(0, colon);

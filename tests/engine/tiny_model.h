@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "engine/model/model_loader.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 

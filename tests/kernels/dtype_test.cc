@@ -1,3 +1,4 @@
+// DType block geometry, checked against ggml's.
 #include "kernels/dtype.h"
 
 #include <gtest/gtest.h>

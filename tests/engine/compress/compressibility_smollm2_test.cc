@@ -7,7 +7,7 @@
 #include "engine/compress/sequence_compressor.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/test_paths.h"
 

@@ -1,4 +1,4 @@
-// The chain engine policy == kernels/cpu reference (== CUDA kernel, tests/gpu): the CPU
+// The chain engine policy == kernels/cpu reference (== CUDA kernel, tests/kernels/cuda): the CPU
 // references of the compression ops against engine/compress's SnapKV scorer, CriticalKV
 // policy, per-head selection and compaction, on random layers in shuffled pages.
 #include "kernels/cpu/kv_compress_ops.h"

@@ -7,8 +7,8 @@
 
 #include "engine/compress/keydiff_scorer.h"
 #include "engine/compress/sequence_compressor.h"
-#include "engine/eval/cache_evaluator.h"
-#include "engine/eval/retrieval_tasks.h"
+#include "engine/offline/cache_evaluator.h"
+#include "engine/offline/retrieval_tasks.h"
 #include "engine/model/model_loader.h"
 #include "engine/scheduler/scheduler.h"
 #include "gtest/gtest.h"

@@ -11,7 +11,7 @@
 #include "engine/generator.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/engine/tiny_model.h"
 

@@ -13,7 +13,7 @@
 #include "engine/kv/page_pool.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/kernel_table.h"
 #include "tests/kernels/cpu/cpu_isas.h"

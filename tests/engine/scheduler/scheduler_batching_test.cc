@@ -6,7 +6,7 @@
 
 #include "engine/kv/kv_memory.h"
 #include "engine/model/model_loader.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/scheduler/scheduler.h"
 #include "tests/engine/scheduler/scheduler_test_util.h"
 

@@ -2,7 +2,7 @@
 // host-as-device backend (tests/kernels/host_as_device_backend.h) sends the scheduler down
 // every branch it takes on CUDA (device compression, query rows and logits through CopyOut,
 // refusal of host-only policies) while computing with the CPU kernels, so its tokens must be
-// exactly the CPU backend's. tests/gpu/scheduler_check.cc runs the same on CudaBackend.
+// exactly the CPU backend's. tests/kernels/cuda/scheduler_check.cc runs the same on CudaBackend.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -13,7 +13,7 @@
 
 #include "engine/kv/kv_memory.h"
 #include "engine/model/model_loader.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/scheduler/engine.h"
 #include "engine/scheduler/scheduler.h"
 #include "gtest/gtest.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/engine/model/tokenizer_test_util.h"
+#include "tests/engine/tokenizer/tokenizer_test_util.h"
 
 namespace kvserve {
 namespace {

@@ -28,7 +28,7 @@ TEST(TokenLogprobsTest, LogSoftmaxOfTheRawLogitsBestFirst) {
 }  // namespace kvserve
 
 #include "engine/model/model_loader.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace kvserve {
 namespace {

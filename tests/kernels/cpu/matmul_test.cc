@@ -1,3 +1,4 @@
+// The CPU matmul kernels against a naive reference, over shapes and weight dtypes.
 #include "kernels/cpu/matmul.h"
 
 #include <gtest/gtest.h>

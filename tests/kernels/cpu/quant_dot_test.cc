@@ -1,3 +1,4 @@
+// Quantized dot products: SIMD against scalar, and against the float dot of dequantized rows.
 #include "kernels/cpu/quant_dot.h"
 
 #include <gtest/gtest.h>

@@ -1,0 +1,256 @@
+// `kvserve eval`: KV compression quality as one table of policy x budget x task@context
+// (mean KL on natural text, passkey and multikey retrieval accuracy). See docs/QUALITY.md.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "engine/budget/ripple_profile.h"
+#include "engine/model/model_loader.h"
+#include "engine/offline/eval_runner.h"
+#include "engine/tokenizer/chat_template.h"
+#include "nlohmann/json.hpp"
+#include "server/flags/cli_args.h"
+#include "server/flags/command_status.h"
+
+namespace kvserve {
+namespace {
+
+int Fail(const absl::Status& st) { return ReportFailure("kvserve eval", st); }
+
+absl::Status FlagError(const std::string& flag, const std::string& value, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, " '", value, "': ", why));
+}
+
+// The comma-separated values of a list flag, or def when it is absent.
+absl::StatusOr<std::vector<std::string>> ListFlag(const CliArgs& a, const std::string& flag, const std::string& def) {
+  const std::string raw = a.Get(flag).value_or(def);
+  std::vector<std::string> items = absl::StrSplit(raw, ',', absl::SkipWhitespace());
+  if (items.empty()) return FlagError(flag, raw, "needs at least one value");
+  return items;
+}
+
+// The shared KV flags that apply to every row (policy and budget come from the lists).
+// Each is checked on its own so the error names the flag that holds the bad value.
+absl::Status KvSettingsFromArgs(const CliArgs& a, int64_t n_layers, CompressionSettings* s) {
+  absl::StatusOr<int64_t> window = a.GetInt("kv-window", s->window), kernel = a.GetInt("pool-kernel", s->pool_kernel),
+                          sinks = a.GetInt("sink-tokens", s->n_sink);
+  absl::StatusOr<double> ratio = a.GetDouble("first-stage-ratio", s->first_stage_ratio);
+  absl::StatusOr<int64_t> dims = a.GetInt("reduce-protected-dims", s->reduce_protected_dims);
+  for (const absl::Status& st : {window.status(), kernel.status(), sinks.status(), ratio.status(), dims.status()}) {
+    if (!st.ok()) return st;
+  }
+  if (auto at = a.Get("compress-at")) {
+    absl::StatusOr<CompressAt> parsed = ParseCompressAt(*at);
+    if (!parsed.ok()) return FlagError("compress-at", *at, std::string(parsed.status().message()));
+    s->at = *parsed;
+  }
+  const std::pair<const char*, std::function<void()>> steps[] = {
+      {"reduce-protected-dims", [&] { s->reduce_protected_dims = *dims; }},
+      {"kv-window", [&] { s->window = *window; }},
+      {"pool-kernel", [&] { s->pool_kernel = *kernel; }},
+      {"sink-tokens", [&] { s->n_sink = *sinks; }},
+      {"first-stage-ratio", [&] { s->first_stage_ratio = *ratio; }}};
+  for (const auto& [flag, apply] : steps) {
+    apply();
+    if (absl::Status st = ValidateCompressionSettings(*s, n_layers); !st.ok()) {
+      return FlagError(flag, a.Get(flag).value_or(""), std::string(st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
+  EvalPlan plan;
+  if (absl::Status st = KvSettingsFromArgs(a, model.config.n_layers, &plan.base); !st.ok()) return st;
+  // Rows named policy@ripple use this profile (refused when made for another model).
+  if (auto path = a.Get("ripple-profile")) {
+    auto profile = LoadRippleProfileFor(*path, model);
+    if (!profile.ok()) return profile.status();
+    plan.base.ripple = *std::move(profile);
+  }
+  auto r = a.GetDouble("ripple-r", plan.base.ripple_params.r), gamma = a.GetDouble("ripple-gamma", plan.base.ripple_params.gamma);
+  if (!r.ok()) return r.status();
+  if (!gamma.ok()) return gamma.status();
+  plan.base.ripple_params = {*r, *gamma};
+
+  auto policies = ListFlag(a, "policies", "full,streaming,snapkv,pyramid,criticalkv");
+  if (!policies.ok()) return policies.status();
+  for (const std::string& p : *policies) {
+    CompressionSettings s = plan.base;
+    absl::Status st = ApplyPolicySpec(p, &s);
+    if (st.ok()) st = ValidateCompressionSettings(s, model.config.n_layers);
+    if (!st.ok()) {
+      return FlagError("policies", p, std::string(st.message()));
+    }
+    plan.policies.push_back(p);
+  }
+  auto budgets = ListFlag(a, "budgets", "0.1,0.2,0.3");
+  if (!budgets.ok()) return budgets.status();
+  for (const std::string& b : *budgets) {
+    double v;
+    if (!absl::SimpleAtod(b, &v) || !(v > 0 && v <= 1)) {
+      return FlagError("budgets", b, "a budget is the fraction of the context kept, in (0, 1]");
+    }
+    plan.budgets.push_back(v);
+  }
+  if (a.Get("auto-risks")) {
+    auto risks = ListFlag(a, "auto-risks", "");
+    if (!risks.ok()) return risks.status();
+    for (const std::string& r : *risks) {
+      double v;
+      if (!absl::SimpleAtod(r, &v) || !(v > 0) || !std::isfinite(v)) {
+        return FlagError("auto-risks", r, "an auto:RISK budget needs RISK > 0");
+      }
+      if (plan.base.at != CompressAt::kPrefillEnd) {
+        return FlagError("auto-risks", r, "auto:RISK budgets need --compress-at prefill_end");
+      }
+      plan.auto_risks.push_back(v);
+    }
+  }
+  auto tasks = ListFlag(a, "tasks", "kl,passkey,multikey");
+  if (!tasks.ok()) return tasks.status();
+  for (const std::string& t : *tasks) {
+    absl::StatusOr<EvalTask> task = ParseEvalTask(t);
+    if (!task.ok()) return FlagError("tasks", t, std::string(task.status().message()));
+    plan.tasks.push_back(*task);
+  }
+  absl::StatusOr<int64_t> samples = a.GetInt("samples", 3), continuation = a.GetInt("continuation", 64),
+                          answer = a.GetInt("answer-tokens", 12), seed = a.GetInt("seed", 0),
+                          page = a.GetInt("page-size", 16), chunk = a.GetInt("prefill-chunk", 512);
+  for (const absl::Status& st : {samples.status(), continuation.status(), answer.status(), seed.status(),
+                                 page.status(), chunk.status()}) {
+    if (!st.ok()) return st;
+  }
+  const std::pair<const char*, int64_t> positive[] = {{"samples", *samples}, {"continuation", *continuation},
+                                                      {"answer-tokens", *answer}, {"page-size", *page},
+                                                      {"prefill-chunk", *chunk}};
+  for (const auto& [flag, v] : positive) {
+    if (v < 1) return FlagError(flag, std::to_string(v), "must be >= 1");
+  }
+  plan.samples = *samples;
+  plan.continuation = *continuation;
+  plan.answer_tokens = *answer;
+  plan.seed = static_cast<uint64_t>(*seed);
+  plan.page_size = *page;
+  plan.prefill_chunk = *chunk;
+
+  auto contexts = ListFlag(a, "contexts", "2048,4096,7500");
+  if (!contexts.ok()) return contexts.status();
+  const int64_t after = std::max(plan.continuation, plan.answer_tokens);
+  for (const std::string& c : *contexts) {
+    int64_t v;
+    if (!absl::SimpleAtoi(c, &v) || v < 1) return FlagError("contexts", c, "a context is a token count >= 1");
+    if (v + after > model.config.max_context) {
+      return FlagError("contexts", c,
+                       absl::StrCat("with ", after, " tokens after it, it exceeds the model's context of ",
+                                    model.config.max_context, " tokens"));
+    }
+    plan.contexts.push_back(v);
+  }
+
+  // Plain text by default: with the full cache SmolLM2 answered more of the retrieval
+  // questions that way than inside its chat template (docs/QUALITY.md).
+  const bool has_chat = DetectChatTemplate(model.tokenizer.chat_template).ok();
+  const std::string style = a.Get("prompt-style").value_or("plain");
+  absl::StatusOr<PromptStyle> parsed = ParsePromptStyle(style);
+  if (!parsed.ok()) return FlagError("prompt-style", style, std::string(parsed.status().message()));
+  if (*parsed == PromptStyle::kChat && !has_chat) {
+    return FlagError("prompt-style", style, "the model has no chat template kvserve renders");
+  }
+  plan.style = *parsed;
+  return plan;
+}
+
+const char* kEvalHelp =
+    "kvserve eval --model PATH|random:PRESET\n"
+    "  [--policies full,streaming,snapkv,pyramid,criticalkv] (also mergereduce:random|cluster; POLICY@PLAN\n"
+    "  picks a budget plan per row: snapkv@ripple, criticalkv@pyramid; POLICY/MODE when it compresses:\n"
+    "  snapkv/prefill_end, snapkv/chunk (question scoring), snapkv/chunk:window, keydiff/chunk)\n"
+    "  [--ripple-profile PROFILE.json --ripple-r 8 --ripple-gamma 4]\n"
+    "  [--budgets 0.1,0.2,0.3 (fractions of the context)] [--auto-risks 0.1,0.2 (auto:RISK rows; the\n"
+    "  cells then show the budget the risk picked, as a share of the context, in parentheses)]\n"
+    "  [--contexts 2048,4096,7500 (tokens)] [--tasks kl,passkey,multikey (also multivalue, vartrack)] [--samples N=3]\n"
+    "  [--continuation N=64 (kl tokens after the context)] [--answer-tokens N=12 (greedy answer length)]\n"
+    "  [--corpus DIR=tests/data/corpus] [--seed S=0] [--prompt-style plain|chat=plain]\n"
+    "  [--page-size N=16] [--prefill-chunk N=512] [--kv-window N=64] [--first-stage-ratio R=0.5]\n"
+    "  [--pool-kernel K=5] [--sink-tokens N=4] [--reduce-protected-dims N=128]\n"
+    "  [--compress-at prefill_end|chunk=prefill_end] [--verbose (a line per configuration, with its answer)]\n"
+    "  [--json FILE (every cell with its samples, interval, answer NLL gap and KV peak)]\n"
+    "Each context is prefilled once with the full cache; with prefill_end each policy x budget compresses\n"
+    "a copy at the end of the prompt, with chunk it prefills again, compressing after every chunk.\n"
+    "Progress goes to stderr, the markdown table and the wall time to stdout.\n";
+
+}  // namespace
+
+int RunEval(int argc, char** argv) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const std::vector<std::string> value_flags = {
+      "model",        "policies", "budgets", "contexts",     "tasks",     "samples",       "continuation",
+      "answer-tokens", "corpus",  "seed",    "prompt-style", "page-size", "prefill-chunk", "kv-window",
+      "first-stage-ratio", "pool-kernel", "sink-tokens", "ripple-profile", "ripple-r", "ripple-gamma",
+      "compress-at", "reduce-protected-dims", "auto-risks", "json"};
+  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"verbose"}, kEvalHelp));
+  if (args.help()) return 0;
+  auto model_spec = args.Get("model");
+  if (!model_spec) return Fail(absl::InvalidArgumentError("--model is required"));
+  KV_ASSIGN_OR_FAIL(model, LoadModel(*model_spec));
+  KV_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
+  KV_ASSIGN_OR_FAIL(plan, PlanFromArgs(args, model));
+  plan.verbose = args.Flag("verbose");
+  std::unique_ptr<TextCorpus> corpus;
+  if (std::find(plan.tasks.begin(), plan.tasks.end(), EvalTask::kKl) != plan.tasks.end()) {
+    const std::string dir = args.Get("corpus").value_or(DefaultCorpusDir());
+    KV_ASSIGN_OR_FAIL(loaded, TextCorpus::Load(dir, tokenizer));
+    corpus = std::make_unique<TextCorpus>(std::move(loaded));
+  }
+  std::fprintf(stderr, "kvserve eval: %s, %zu rows x %zu columns, %lld samples each, %s prompts, seed %llu\n",
+               model_spec->c_str(), EvalRows(plan).size(), plan.tasks.size() * plan.contexts.size(),
+               static_cast<long long>(plan.samples), std::string(PromptStyleName(plan.style)).c_str(),
+               static_cast<unsigned long long>(plan.seed));
+  auto backend = MakeCpuBackend();
+  const std::optional<std::string> json_path = args.Get("json");
+  // Written after every context too: a long run stopped midway keeps the cells it filled.
+  auto write_json = [&](const EvalTable& t, bool complete) {
+    if (!json_path) return true;
+    std::string command = "kvserve";
+    for (int i = 1; i < argc; ++i) absl::StrAppend(&command, " ", argv[i]);
+    const nlohmann::json meta = {{"command", command},
+                                 {"model", *model_spec},
+                                 {"samples", plan.samples},
+                                 {"complete", complete},
+                                 {"prompt_style", std::string(PromptStyleName(plan.style))},
+                                 {"window", plan.base.window},
+                                 {"prefill_chunk", plan.prefill_chunk},
+                                 {"page_size", plan.page_size},
+                                 {"seed", plan.seed},
+                                 {"wall_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+    std::ofstream out(*json_path);
+    out << EvalTableJson(t, meta.dump()) << "\n";
+    return static_cast<bool>(out);
+  };
+  KV_ASSIGN_OR_FAIL(table, RunEvalPlan(
+                                 model, tokenizer, *backend, plan, corpus.get(),
+                                 [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
+                                 [&](const EvalTable& t) { write_json(t, false); }));
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::fputs(FormatEvalTable(table).c_str(), stdout);
+  std::printf("\nwall time %.1f s (%lld contexts prefilled, %lld configurations scored)\n", wall,
+              static_cast<long long>(table.contexts_prefilled), static_cast<long long>(table.configs_scored));
+  if (!write_json(table, true)) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--json: cannot write '", *json_path, "'")));
+  }
+  return 0;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,31 @@
+// The kvserve.v1.Generation service on the gRPC callback API. It exists before the model
+// has loaded (so health and reflection answer during the load); until set_context is
+// called, every method answers UNAVAILABLE.
+#pragma once
+#include <atomic>
+
+#include "kvserve/v1/generation.grpc.pb.h"
+#include "server/serve/grpc_serve_context.h"
+
+namespace kvserve {
+
+class GenerationService final : public v1::Generation::CallbackService {
+ public:
+  void set_context(const ServeContext* ctx) { ctx_.store(ctx); }
+
+  grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* call, const v1::GenerateRequest* request,
+                                     v1::GenerateResponse* response) override;
+  grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerateStream(grpc::CallbackServerContext* call,
+                                                                       const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* call, const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* call, const v1::DetokenizeRequest* request,
+                                       v1::DetokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* call, const v1::GetModelInfoRequest* request,
+                                         v1::GetModelInfoResponse* response) override;
+
+ private:
+  std::atomic<const ServeContext*> ctx_{nullptr};
+};
+
+}  // namespace kvserve

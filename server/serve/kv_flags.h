@@ -1,0 +1,26 @@
+// The KV compression flags shared by generate, bench and serve (eval takes the same names per row).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/compress/compression_settings.h"
+#include "engine/model/model_weights.h"
+#include "server/flags/cli_args.h"
+
+namespace kvserve {
+
+// --kv-policy, --kv-budget, --budget-plan, --compress-at, --kv-window, --first-stage-ratio,
+// --pool-kernel, --sink-tokens, --ripple-r, --ripple-gamma, --reduce-protected-dims.
+const std::vector<std::string>& KvFlagNames();
+// One usage line per flag, for --help.
+const char* KvFlagsHelp();
+
+// --kv-dtype f32|f16 (default f32): the K/V storage of the pool; the error names the value.
+absl::StatusOr<DType> KvDTypeFromArgs(const CliArgs& args);
+
+// The settings the flags describe (defaults where absent); errors name the flag and value.
+// --budget-plan ripple:PROFILE.json loads the profile and checks it was made for `model`.
+absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& args, const Model& model);
+
+}  // namespace kvserve

@@ -1,0 +1,46 @@
+// `kvserve serve` flags: where to listen, the engine's sizes and the per-request limits.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/flags/cli_args.h"
+
+namespace kvserve {
+
+struct ServeOptions {
+  std::string model;                   // --model: GGUF, HF folder or random:<preset>
+  std::string host = "0.0.0.0";        // --host
+  int port = 50051;                    // --port; 0 = the OS picks one
+  std::string port_file;               // --port-file: "grpc=P\nmetrics=P\n" once listening
+  std::string metrics_host = "0.0.0.0";
+  int metrics_port = 9400;             // --metrics-port; 0 = the OS picks one, -1 = off
+  std::string tls_cert, tls_key;       // --tls-cert/--tls-key: PEM files; both or neither
+  // 128K tokens as text take ~0.5-2 MB, as ids under 1 MB; 64 MiB leaves room for batches.
+  int64_t max_receive_message_bytes = 64 << 20;
+  int64_t max_prompts_per_call = 64;
+  int64_t max_context = 0;             // --max-context; 0 = the model's trained context
+  int64_t default_max_new_tokens = 128;
+  int64_t max_new_tokens_limit = 0;    // 0 = max_context
+  std::string kv_memory = "1G";        // --kv-memory BYTES|FRACTION of available (device) memory
+  std::string device = "cpu";          // --device cpu|cuda|auto: the backend of the engine and its KV pool
+  bool deterministic = false;          // --deterministic: batch-invariant CPU kernels
+  int64_t page_size = 16;
+  int64_t prefill_chunk = 512;
+  int64_t max_batch_tokens = 2048;
+  int64_t max_waiting = 256;
+  double decode_share = 0.1;           // --decode-share: see SchedulerConfig::decode_share
+  double drain_timeout_seconds = 30;   // --drain-timeout: SIGTERM waits this long, then cancels
+  // Every flag as given; the --kv-* defaults (server/serve/kv_flags.h) are read from it once the
+  // model is loaded, since a RippleKV profile is checked against the model.
+  CliArgs args;
+};
+
+// Parses and checks the flags; the error names the flag and value. `help` is set for --help,
+// whose text (the usage and every flag) is then printed.
+absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help);
+
+// The usage text, --kv-* flags included.
+std::string ServeUsage();
+
+}  // namespace kvserve

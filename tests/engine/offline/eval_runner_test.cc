@@ -1,0 +1,128 @@
+// RunEvalPlan end to end on the tiny random model and the committed corpus: the table's shape,
+// the full row's zero KL, and the markdown it prints.
+#include "engine/offline/eval_runner.h"
+
+#include "engine/model/model_loader.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_paths.h"
+
+namespace kvserve {
+namespace {
+
+TEST(EvalRunnerTest, TinyModelTableHasEveryRowAndColumnAndAZeroFullRow) {
+  auto model = MakeRandomModel("tiny", 1);
+  ASSERT_TRUE(model.ok());
+  auto tok = Tokenizer::Create(model->tokenizer);
+  ASSERT_TRUE(tok.ok());
+  auto corpus = TextCorpus::Load(testing::SourcePath("tests/data/corpus"), *tok);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  auto backend = MakeCpuBackend();
+  EvalPlan plan;
+  plan.policies = {"snapkv", "full", "streaming"};
+  plan.budgets = {0.25, 0.5};
+  plan.contexts = {260, 300};
+  plan.tasks = {EvalTask::kKl, EvalTask::kPasskey};
+  plan.samples = 2;
+  plan.continuation = 16;
+  plan.base.window = 16;
+  std::vector<std::string> lines;
+  std::vector<int64_t> checkpoints;  // contexts prefilled at each checkpoint
+  auto table = RunEvalPlan(
+      *model, *tok, *backend, plan, &*corpus, [&](const std::string& l) { lines.push_back(l); },
+      [&](const EvalTable& t) { checkpoints.push_back(t.contexts_prefilled); });
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(checkpoints, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  ASSERT_EQ(table->rows.size(), 5u);
+  EXPECT_EQ(table->rows[0].policy, "full");
+  EXPECT_EQ(table->rows[1].policy, "snapkv");
+  EXPECT_EQ(table->rows[4].budget, 0.5);
+  ASSERT_EQ(table->columns.size(), 4u);
+  EXPECT_EQ(table->contexts_prefilled, 8);
+  EXPECT_EQ(table->configs_scored, 40);
+  EXPECT_EQ(lines.size(), 8u);
+  EXPECT_EQ(table->at(0, 0), 0.0);
+  EXPECT_EQ(table->at(0, 1), 0.0);
+  EXPECT_GT(table->at(1, 0), 0.0);  // snapkv keeping a quarter of a random model's cache
+  const std::string md = FormatEvalTable(*table);
+  EXPECT_NE(md.find("| policy | budget | kl@260 | kl@300 | passkey@260 | passkey@300 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| full | - | 0.0000 [0.0000, 0.0000] | 0.0000 [0.0000, 0.0000] |"), std::string::npos) << md;
+  // Every cell keeps its samples; the JSON carries them with the interval and the NLL gap.
+  EXPECT_EQ(table->cell(1, 0).values.size(), 2u);
+  const nlohmann::json j = nlohmann::json::parse(EvalTableJson(*table, R"({"samples": 2})"));
+  EXPECT_EQ(j["meta"]["samples"], 2);
+  ASSERT_EQ(j["cells"].size(), 20u);
+  const nlohmann::json& passkey_full = j["cells"][2];
+  EXPECT_EQ(passkey_full["task"], "passkey");
+  EXPECT_EQ(passkey_full["policy"], "full");
+  EXPECT_EQ(passkey_full["n"], 2);
+  EXPECT_EQ(passkey_full["answer_nll_gap"], 0.0);
+  EXPECT_GT(passkey_full["peak_kv_bytes"].get<int64_t>(), 0);
+  EXPECT_FALSE(j["cells"][0].contains("answer_nll_gap"));  // kl
+  EXPECT_NE(md.find("| streaming | 0.50 |"), std::string::npos) << md;
+}
+
+TEST(EvalRunnerTest, AutoRiskRowsReportTheBudgetTheyPicked) {
+  auto model = MakeRandomModel("tiny", 1);
+  ASSERT_TRUE(model.ok());
+  auto tok = Tokenizer::Create(model->tokenizer);
+  auto corpus = TextCorpus::Load(testing::SourcePath("tests/data/corpus"), *tok);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  auto backend = MakeCpuBackend();
+  EvalPlan plan;
+  plan.policies = {"full", "snapkv"};
+  plan.budgets = {0.5};
+  plan.auto_risks = {0.05, 5.0};
+  plan.contexts = {300};
+  plan.tasks = {EvalTask::kKl};
+  plan.samples = 1;
+  plan.continuation = 16;
+  plan.base.window = 16;
+  auto table = RunEvalPlan(*model, *tok, *backend, plan, &*corpus);
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_EQ(table->rows.size(), 4u);  // full, snapkv 0.5, snapkv auto:0.05, snapkv auto:5
+  EXPECT_EQ(table->rows[2].auto_risk, 0.05);
+  EXPECT_EQ(table->budget_share_at(0, 0), 1.0);               // the full cache keeps everything
+  EXPECT_NEAR(table->budget_share_at(1, 0), 0.5, 1.0 / 300);  // a fixed half
+  // A lower risk picks at least as large a budget.
+  EXPECT_GE(table->budget_share_at(2, 0), table->budget_share_at(3, 0));
+  EXPECT_GT(table->budget_share_at(3, 0), 0.0);
+  EXPECT_LE(table->budget_share_at(2, 0), 1.0);
+  const std::string md = FormatEvalTable(*table);
+  EXPECT_NE(md.find("| snapkv | auto:0.05 | "), std::string::npos) << md;
+  EXPECT_NE(md.find("| snapkv | 0.50 | "), std::string::npos) << md;
+  EXPECT_EQ(md.find("| snapkv | 0.50 | 0.0000 ("), std::string::npos) << md;  // fixed rows show no share
+  EXPECT_NE(md.find(") |"), std::string::npos) << md;
+  plan.base.at = CompressAt::kChunk;  // auto needs the whole prompt
+  EXPECT_EQ(RunEvalPlan(*model, *tok, *backend, plan, &*corpus).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EvalRunnerTest, AContextTooShortForItsTaskFailsBeforeAnyPrefill) {
+  auto model = MakeRandomModel("tiny", 1);
+  auto tok = Tokenizer::Create(model->tokenizer);
+  auto backend = MakeCpuBackend();
+  EvalPlan plan;
+  plan.policies = {"full"};
+  plan.budgets = {0.5};
+  plan.contexts = {2000, 100};
+  plan.tasks = {EvalTask::kPasskey};
+  int lines = 0;
+  auto table = RunEvalPlan(*model, *tok, *backend, plan, nullptr, [&](const std::string&) { ++lines; });
+  EXPECT_NE(table.status().message().find("passkey context of 100 tokens is too short"), std::string::npos)
+      << table.status();
+  EXPECT_EQ(lines, 0);
+  plan.contexts = {300};
+  plan.tasks = {EvalTask::kKl};
+  EXPECT_NE(RunEvalPlan(*model, *tok, *backend, plan, nullptr).status().message().find("corpus"), std::string::npos);
+}
+
+TEST(EvalTaskTest, NamesRoundTripAndUnknownOnesAreNamed) {
+  for (EvalTask t : {EvalTask::kKl, EvalTask::kPasskey, EvalTask::kMultikey, EvalTask::kMultivalue,
+                     EvalTask::kVariableTracking}) {
+    EXPECT_EQ(*ParseEvalTask(EvalTaskName(t)), t);
+  }
+  EXPECT_NE(ParseEvalTask("needle").status().message().find("'needle'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvserve
