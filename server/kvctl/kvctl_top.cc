@@ -1,9 +1,5 @@
 // `kvctl top`: a terminal view of one server's /metrics, refreshed every --interval seconds,
 // for a user without Grafana. Rates (tokens/s, latencies) are over the last refresh.
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,42 +9,30 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "httplib.h"
 #include "server/flags/cli_args.h"
 #include "server/kvctl/kvctl_commands.h"
 
 namespace kvserve::kvctl {
 namespace {
 
-// GET /metrics over HTTP/1.0; the body, or an error.
+// GET /metrics (cpp-httplib's client); the body, or an error naming the URL.
 absl::StatusOr<std::string> Fetch(const std::string& host, const std::string& port) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot resolve ", host));
+  int port_number = 0;
+  if (!absl::SimpleAtoi(port, &port_number) || port_number < 1 || port_number > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics port '", port, "' is not a port number"));
   }
-  const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  timeval timeout{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  const bool ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0;
-  freeaddrinfo(res);
-  if (!ok) {
-    if (fd >= 0) close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot connect to ", host, ":", port));
-  }
-  const std::string req = absl::StrCat("GET /metrics HTTP/1.0\r\nHost: ", host, "\r\n\r\n");
-  std::string resp;
-  if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-    char buf[65536];
-    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) resp.append(buf, n);
-  }
-  close(fd);
-  const size_t body = resp.find("\r\n\r\n");
-  if (resp.rfind("HTTP/1.0 200", 0) != 0 || body == std::string::npos) {
-    return absl::UnavailableError(absl::StrCat("GET http://", host, ":", port, "/metrics failed"));
-  }
-  return resp.substr(body + 4);
+  httplib::Client client(host, port_number);
+  client.set_connection_timeout(5, 0);
+  client.set_read_timeout(5, 0);
+  const httplib::Result r = client.Get("/metrics");
+  const std::string url = absl::StrCat("http://", host, ":", port, "/metrics");
+  if (!r) return absl::UnavailableError(absl::StrCat("GET ", url, " failed: ", httplib::to_string(r.error())));
+  if (r->status != 200) return absl::UnavailableError(absl::StrCat("GET ", url, " answered HTTP ", r->status));
+  return r->body;
 }
 
 // Sample name -> value, summed over label sets (a family's total).

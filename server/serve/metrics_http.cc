@@ -1,108 +1,72 @@
-// MetricsHttpServer: accept loop on one thread; each connection reads one request (with a
-// receive timeout, so a stalled client cannot hold the endpoint) and gets one response.
+// MetricsHttpServer over httplib::Server: three GET routes, a 404 naming them for anything
+// else, a fixed pool of workers and per-connection timeouts.
 #include "server/serve/metrics_http.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <algorithm>
+#include <chrono>
 
-#include <cstring>
+#include <sys/socket.h>
 
 #include "absl/strings/str_cat.h"
+#include "httplib.h"
 #include "prometheus/text_serializer.h"
 
 namespace kvserve {
+namespace {
+
+constexpr char kTextFormat[] = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace
+
+MetricsHttpServer::MetricsHttpServer() : http_(std::make_unique<httplib::Server>()) {}
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& host, int port, std::vector<std::shared_ptr<prometheus::Collectable>> collectables) {
+    const std::string& host, int port, std::vector<std::shared_ptr<prometheus::Collectable>> collectables,
+    const MetricsHttpOptions& options) {
   auto s = std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer());
   s->collectables_ = std::move(collectables);
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  const std::string port_str = std::to_string(port);
-  if (getaddrinfo(host.c_str(), port_str.c_str(), &hints, &res) != 0 || res == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics-host '", host, "' does not resolve"));
+  httplib::Server& http = *s->http_;
+  const int workers = std::max(1, options.worker_threads);
+  http.new_task_queue = [workers] { return new httplib::ThreadPool(static_cast<size_t>(workers)); };
+  http.set_read_timeout(options.io_timeout_seconds, 0);
+  http.set_write_timeout(options.io_timeout_seconds, 0);
+  http.set_keep_alive_timeout(options.io_timeout_seconds);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind
+  // the same port in silence and split the scrapes.
+  http.set_socket_options([](int sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  MetricsHttpServer* self = s.get();
+  http.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+    res.set_content(self->Exposition(), kTextFormat);
+  });
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", kTextFormat); });
+  http.Get("/ready", [self](const httplib::Request&, httplib::Response& res) {
+    const bool ready = self->ready_.load();
+    res.status = ready ? 200 : 503;
+    res.set_content(ready ? "ready\n" : "not ready: loading or draining\n", kTextFormat);
+  });
+  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.status == 404) res.set_content("not found: GET /metrics, /health or /ready\n", kTextFormat);
+  });
+  const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
+  if (bound < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics-port ", port, " on --metrics-host '", host,
+                     "': cannot listen (in use, not a local address, or not permitted)"));
   }
-  const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  const bool bound = fd >= 0 && bind(fd, res->ai_addr, res->ai_addrlen) == 0 && listen(fd, 64) == 0;
-  freeaddrinfo(res);
-  if (!bound) {
-    const std::string why = std::strerror(errno);
-    if (fd >= 0) close(fd);
-    return absl::UnavailableError(absl::StrCat("--metrics-port ", port, " on ", host, ": ", why));
-  }
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  s->port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                                              : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  s->listen_fd_ = fd;
-  s->thread_ = std::thread([p = s.get()] { p->Loop(); });
+  s->port_ = bound;
+  s->thread_ = std::thread([self] { self->http_->listen_after_bind(); });
+  // stop() only ends a server that is already listening: wait for it, so a server stopped at
+  // once still joins.
+  while (!http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return s;
 }
 
 MetricsHttpServer::~MetricsHttpServer() {
-  stop_ = true;
-  shutdown(listen_fd_, SHUT_RDWR);  // wakes the blocked accept()
+  http_->stop();
   if (thread_.joinable()) thread_.join();
-  close(listen_fd_);
-}
-
-void MetricsHttpServer::Loop() {
-  while (!stop_) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (stop_) return;
-      continue;
-    }
-    Serve(fd);
-    close(fd);
-  }
-}
-
-void MetricsHttpServer::Serve(int fd) {
-  timeval timeout{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  std::string request;
-  char buf[4096];
-  // Read the request head; the body (there is none for GET) is ignored.
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < 65536) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    request.append(buf, n);
-  }
-  const auto is = [&](const char* path) {
-    const std::string p = absl::StrCat("GET ", path);
-    return request.rfind(p + " ", 0) == 0 || request.rfind(p + "?", 0) == 0;
-  };
-  std::string status = "200 OK", body;
-  if (is("/metrics")) {
-    body = Exposition();
-  } else if (is("/health")) {
-    body = "ok\n";
-  } else if (is("/ready")) {
-    const bool ready = ready_.load();
-    status = ready ? "200 OK" : "503 Service Unavailable";
-    body = ready ? "ready\n" : "not ready: loading or draining\n";
-  } else {
-    status = "404 Not Found", body = "not found: GET /metrics, /health or /ready\n";
-  }
-  const std::string response =
-      absl::StrCat("HTTP/1.0 ", status, "\r\n",
-                   "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: ", body.size(),
-                   "\r\nConnection: close\r\n\r\n", body);
-  for (size_t off = 0; off < response.size();) {
-    const ssize_t n = write(fd, response.data() + off, response.size() - off);
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
 }
 
 std::string MetricsHttpServer::Exposition() const {

@@ -1,12 +1,12 @@
-// The /metrics endpoint: a minimal HTTP/1.0 server that serializes prometheus-cpp
-// collectables in the text exposition format. It also answers GET /health (200 while the
-// process runs) and GET /ready (200 once the model is loaded, 503 while loading or draining)
-// for load balancers and health checks that do not speak gRPC.
+// The metrics port: GET /metrics (prometheus-cpp collectables in the text exposition
+// format), GET /health (200 while the process runs) and GET /ready (200 once the model is
+// loaded, 503 while loading or draining) for load balancers that do not speak gRPC.
 //
-// Why not prometheus::Exposer: its civetweb starts worker threads with a fixed ~100 KB
-// stack, and once the kvserve binary links the CUDA libraries (cuBLASLt alone carries
-// ~94 KB of static TLS) glibc refuses to create such threads, so the Exposer cannot start.
-// Prometheus scrapes once every few seconds; one thread with a default stack serves it.
+// Served by cpp-httplib (Debian's libcpp-httplib-dev), not a parser of our own: a pool of
+// worker threads, so a slow or stalled client holds one worker while scrapes go on, and read
+// and write timeouts per connection. Not prometheus::Exposer: its civetweb starts workers
+// with a fixed ~100 KB stack, which glibc refuses once the binary links the CUDA libraries
+// (cuBLASLt alone carries ~94 KB of static TLS); httplib's std::threads take the default.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -17,14 +17,24 @@
 #include "absl/status/statusor.h"
 #include "prometheus/collectable.h"
 
+namespace httplib {
+class Server;
+}
+
 namespace kvserve {
+
+struct MetricsHttpOptions {
+  int worker_threads = 8;        // connections served at once
+  int io_timeout_seconds = 5;    // per read or write on a connection
+};
 
 class MetricsHttpServer {
  public:
-  // Binds host:port (0 = the OS picks) and starts serving GET /metrics.
+  // Binds host:port (0 = the OS picks) and starts serving.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      const std::string& host, int port, std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
-  ~MetricsHttpServer();  // stops accepting and joins the thread
+      const std::string& host, int port, std::vector<std::shared_ptr<prometheus::Collectable>> collectables,
+      const MetricsHttpOptions& options = {});
+  ~MetricsHttpServer();  // stops accepting, finishes the requests in flight, joins
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
@@ -33,14 +43,11 @@ class MetricsHttpServer {
   void set_ready(bool ready) { ready_.store(ready); }
 
  private:
-  MetricsHttpServer() = default;
-  void Loop();
-  void Serve(int fd);
+  MetricsHttpServer();
   std::string Exposition() const;
 
-  int listen_fd_ = -1;
+  std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
-  std::atomic<bool> stop_{false};
   std::atomic<bool> ready_{false};
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
   std::thread thread_;
