@@ -4,6 +4,7 @@
 #include "server/serve/grpc_generation_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/tokenizer/utf8.h"
 #include "server/serve/grpc_request.h"
 #include "server/serve/grpc_stream_reactor.h"
 #include "server/serve/grpc_unary_reactor.h"
@@ -58,8 +59,10 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
   }
   const bool bos = request->add_special_tokens() && ctx->tokenizer.add_bos();
   for (int32_t id : ctx->tokenizer.Encode(text, bos, /*parse_special=*/true)) {
+    const std::string bytes = ctx->tokenizer.TokenBytes(id);
     response->add_token_ids(id);
-    response->add_pieces(ctx->tokenizer.TokenBytes(id));
+    response->add_pieces(utf8::Sanitize(bytes));  // string fields must be valid UTF-8
+    response->add_piece_bytes(bytes);
   }
   return Answer(call, grpc::Status::OK);
 }
@@ -81,7 +84,10 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerCont
     if (request->skip_special_tokens() && ctx->tokenizer.IsControl(t)) continue;
     ids.push_back(t);
   }
-  response->set_text(ctx->tokenizer.Decode(ids));
+  const std::string text = ctx->tokenizer.Decode(ids);
+  const bool valid = utf8::IsValid(text);
+  response->set_text(valid ? text : utf8::Sanitize(text));
+  response->set_replaced_invalid_utf8(!valid);
   return Answer(call, grpc::Status::OK);
 }
 

@@ -239,6 +239,31 @@ TEST(GrpcE2eTest, TokenizeDetokenizeAndModelInfo) {
     ASSERT_TRUE(stub->Detokenize(&ctx2, dreq, &dresp).ok());
     EXPECT_EQ(dresp.text(), "hello world");
   }
+  {
+    // Byte-level pieces of one character: each piece alone is not UTF-8. Strict clients (this
+    // C++ one included) reject a string field that is not, so the call must still succeed.
+    grpc::ClientContext ctx;
+    v1::TokenizeRequest req;
+    req.set_text("\xc3\xa9\xf0\x9f\x99\x82");  // "é🙂"
+    v1::TokenizeResponse resp;
+    ASSERT_TRUE(stub->Tokenize(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.piece_bytes_size(), resp.token_ids_size());
+    EXPECT_EQ(absl::StrJoin(resp.piece_bytes(), ""), req.text());
+    EXPECT_GT(resp.token_ids_size(), 2);  // random:tiny's byte-level vocabulary splits them
+    for (const std::string& piece : resp.pieces()) EXPECT_FALSE(piece.empty());
+
+    grpc::ClientContext whole_ctx, part_ctx;
+    v1::DetokenizeRequest whole, part;
+    whole.mutable_token_ids()->CopyFrom(resp.token_ids());
+    part.add_token_ids(resp.token_ids(0));  // ends inside "é"
+    v1::DetokenizeResponse whole_resp, part_resp;
+    ASSERT_TRUE(stub->Detokenize(&whole_ctx, whole, &whole_resp).ok());
+    EXPECT_EQ(whole_resp.text(), req.text());
+    EXPECT_FALSE(whole_resp.replaced_invalid_utf8());
+    ASSERT_TRUE(stub->Detokenize(&part_ctx, part, &part_resp).ok());
+    EXPECT_TRUE(part_resp.replaced_invalid_utf8());
+    EXPECT_EQ(part_resp.text(), "\xef\xbf\xbd");  // U+FFFD
+  }
   grpc::ClientContext ctx;
   v1::GetModelInfoResponse info;
   ASSERT_TRUE(stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok());
