@@ -3,6 +3,8 @@
 // quick and answer inline with the default reactor.
 #include "server/serve/grpc_generation_service.h"
 
+#include <malloc.h>
+
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/utf8.h"
 #include "server/serve/grpc_request.h"
@@ -19,6 +21,29 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* call, const grpc::
   r->Finish(st);
   return r;
 }
+
+// Counts a Tokenize/Detokenize call in flight for its scope; admitted() is false past the
+// limit, and the call is refused.
+class TokenizerCallSlot {
+ public:
+  TokenizerCallSlot(std::atomic<int64_t>& in_flight, int64_t limit)
+      : in_flight_(in_flight), admitted_(in_flight.fetch_add(1) < limit) {}
+  ~TokenizerCallSlot() { in_flight_.fetch_sub(1); }
+  bool admitted() const { return admitted_; }
+
+ private:
+  std::atomic<int64_t>& in_flight_;
+  const bool admitted_;
+};
+
+grpc::Status TooManyTokenizerCalls(int64_t limit) {
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat("more than ", limit,
+                                   " Tokenize/Detokenize calls at once (--max-concurrent-tokenize); retry shortly"));
+}
+
+// A large call's buffers go back to the OS rather than stay in the heap's free lists.
+constexpr size_t kTrimAfterBytes = 1 << 20;
 
 class RejectedStream : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
  public:
@@ -48,6 +73,16 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
                                                       v1::TokenizeResponse* response) {
   const ServeContext* ctx = ctx_.load();
   if (ctx == nullptr) return Answer(call, kLoading);
+  TokenizerCallSlot slot(tokenizer_calls_, ctx->options.max_concurrent_tokenize);
+  if (!slot.admitted()) return Answer(call, TooManyTokenizerCalls(ctx->options.max_concurrent_tokenize));
+  size_t input_bytes = request->text().size();
+  for (const v1::ChatMessage& m : request->messages()) input_bytes += m.content().size();
+  if (static_cast<int64_t>(input_bytes) > ctx->options.max_tokenize_bytes) {
+    return Answer(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                     absl::StrCat(request->messages_size() > 0 ? "messages" : "text", " has ",
+                                                  input_bytes, " bytes, the limit is ",
+                                                  ctx->options.max_tokenize_bytes, " (--max-tokenize-bytes)")));
+  }
   std::string text = request->text();
   if (request->messages_size() > 0) {
     if (!text.empty()) {
@@ -64,6 +99,9 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
     response->add_pieces(utf8::Sanitize(bytes));  // string fields must be valid UTF-8
     response->add_piece_bytes(bytes);
   }
+  text.clear();
+  text.shrink_to_fit();
+  if (input_bytes > kTrimAfterBytes) malloc_trim(0);
   return Answer(call, grpc::Status::OK);
 }
 
@@ -72,6 +110,8 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerCont
                                                         v1::DetokenizeResponse* response) {
   const ServeContext* ctx = ctx_.load();
   if (ctx == nullptr) return Answer(call, kLoading);
+  TokenizerCallSlot slot(tokenizer_calls_, ctx->options.max_concurrent_tokenize);
+  if (!slot.admitted()) return Answer(call, TooManyTokenizerCalls(ctx->options.max_concurrent_tokenize));
   const int64_t vocab = ctx->model.config.vocab_size;
   std::vector<int32_t> ids;
   for (int j = 0; j < request->token_ids_size(); ++j) {

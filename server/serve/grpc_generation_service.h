@@ -26,6 +26,7 @@ class GenerationService final : public v1::Generation::CallbackService {
 
  private:
   std::atomic<const ServeContext*> ctx_{nullptr};
+  std::atomic<int64_t> tokenizer_calls_{0};  // Tokenize/Detokenize calls in flight
 };
 
 }  // namespace kvserve

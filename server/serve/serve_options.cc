@@ -12,6 +12,7 @@ const char kUsage[] =
     "kvserve serve --model PATH|random:PRESET [--host 0.0.0.0] [--port 50051 (0: any)] [--port-file F]\n"
     "  [--metrics-host 0.0.0.0] [--metrics-port 9400 (0: any, -1: off)] [--tls-cert PEM --tls-key PEM]\n"
     "  [--max-receive-message-bytes 64M] [--max-prompts-per-call 64] [--max-context N (0: model's)]\n"
+    "  [--max-tokenize-bytes 8M (Tokenize text)] [--max-concurrent-tokenize 4 (Tokenize/Detokenize calls)]\n"
     "  [--default-max-new-tokens 128] [--max-new-tokens-limit N (0: max context)]\n"
     "  [--kv-memory BYTES|FRACTION=1G] [--page-size 16] [--prefill-chunk 512] [--max-batch-tokens 2048]\n"
     "  [--max-waiting 256] [--decode-share S=0.1] [--drain-timeout SECONDS=30]\n"
@@ -29,7 +30,8 @@ std::string ServeUsage() { return std::string(kUsage) + KvFlagsHelp(); }
 absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help) {
   std::vector<std::string> flags = {
       "model", "host", "port", "port-file", "metrics-host", "metrics-port", "tls-cert", "tls-key",
-      "max-receive-message-bytes", "max-prompts-per-call", "max-context", "default-max-new-tokens",
+      "max-receive-message-bytes", "max-prompts-per-call", "max-tokenize-bytes", "max-concurrent-tokenize",
+      "max-context", "default-max-new-tokens",
       "max-new-tokens-limit", "kv-memory", "page-size", "prefill-chunk", "max-batch-tokens", "max-waiting",
       "decode-share", "drain-timeout", "device"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
@@ -70,6 +72,8 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
       {"metrics-port", &metrics_port, -1, 65535},
       {"max-receive-message-bytes", &o.max_receive_message_bytes, 1024, INT32_MAX},
       {"max-prompts-per-call", &o.max_prompts_per_call, 1, 1 << 20},
+      {"max-tokenize-bytes", &o.max_tokenize_bytes, 1, INT32_MAX},
+      {"max-concurrent-tokenize", &o.max_concurrent_tokenize, 1, 1024},
       {"max-context", &o.max_context, 0, int64_t{1} << 30},
       {"default-max-new-tokens", &o.default_max_new_tokens, 1, int64_t{1} << 30},
       {"max-new-tokens-limit", &o.max_new_tokens_limit, 0, int64_t{1} << 30},

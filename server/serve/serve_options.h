@@ -19,6 +19,10 @@ struct ServeOptions {
   // 128K tokens as text take ~0.5-2 MB, as ids under 1 MB; 64 MiB leaves room for batches.
   int64_t max_receive_message_bytes = 64 << 20;
   int64_t max_prompts_per_call = 64;
+  // Tokenize/Detokenize run on the gRPC thread: their input is bounded (8 MiB of text is
+  // ~2M tokens, far past any context) and so are the calls at once.
+  int64_t max_tokenize_bytes = 8 << 20;   // --max-tokenize-bytes
+  int64_t max_concurrent_tokenize = 4;    // --max-concurrent-tokenize
   int64_t max_context = 0;             // --max-context; 0 = the model's trained context
   int64_t default_max_new_tokens = 128;
   int64_t max_new_tokens_limit = 0;    // 0 = max_context

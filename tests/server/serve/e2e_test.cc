@@ -217,6 +217,25 @@ TEST(GrpcE2eTest, LogprobsComeWithEveryTokenUnaryAndStreamed) {
   check(ids, lps, "stream");
 }
 
+TEST(GrpcE2eTest, TokenizeInputIsBoundedByTheFlag) {
+  auto server = ServerProcess::Start({"--max-tokenize-bytes", "100"});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Generation::NewStub(server->Channel());
+  for (size_t n : {100, 101}) {
+    grpc::ClientContext ctx;
+    v1::TokenizeRequest req;
+    req.set_text(std::string(n, 'a'));
+    v1::TokenizeResponse resp;
+    const grpc::Status st = stub->Tokenize(&ctx, req, &resp);
+    if (n == 100) {
+      EXPECT_TRUE(st.ok()) << st.error_message();
+    } else {
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_EQ(st.error_message(), "text has 101 bytes, the limit is 100 (--max-tokenize-bytes)");
+    }
+  }
+}
+
 TEST(GrpcE2eTest, TokenizeDetokenizeAndModelInfo) {
   auto server = ServerProcess::Start({"--max-context", "8192"});
   ASSERT_NE(server, nullptr);
