@@ -4,14 +4,18 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace kvserve::kvctl {
 
 const std::vector<std::string>& ConnectionFlags() {
-  static const std::vector<std::string> f = {"addr", "deadline", "tls-ca", "tls-cert", "tls-key", "tls-server-name"};
+  static const std::vector<std::string> f = {"addr",    "deadline", "tls-ca",         "tls-cert",
+                                             "tls-key", "tls-server-name", "api-key-file"};
   return f;
 }
 
@@ -22,7 +26,8 @@ const std::vector<std::string>& ConnectionBoolFlags() {
 
 const char kConnectionUsage[] =
     "connection: [--addr HOST:PORT=localhost:50051] [--deadline SECONDS (0: none)=600]\n"
-    "  [--tls] [--tls-ca PEM] [--tls-cert PEM --tls-key PEM] [--tls-server-name NAME]\n";
+    "  [--tls] [--tls-ca PEM] [--tls-cert PEM --tls-key PEM] [--tls-server-name NAME]\n"
+    "  [--api-key-file F (its first token; else $KVSERVE_API_KEY) sent as authorization: Bearer]\n";
 
 namespace {
 
@@ -40,6 +45,7 @@ std::unique_ptr<grpc::ClientContext> Connection::NewContext() const {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::microseconds(static_cast<int64_t>(deadline_seconds * 1e6)));
   }
+  if (!api_key.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", api_key));
   return ctx;
 }
 
@@ -49,6 +55,20 @@ absl::StatusOr<Connection> Connect(const CliArgs& args) {
   if (!deadline.ok()) return deadline.status();
   if (!(*deadline >= 0)) return absl::InvalidArgumentError(absl::StrCat("--deadline must be >= 0, got ", *deadline));
   c.deadline_seconds = *deadline;
+  if (auto file = args.Get("api-key-file")) {
+    absl::StatusOr<std::string> keys = ReadFile("api-key-file", *file);
+    if (!keys.ok()) return keys.status();
+    for (absl::string_view line : absl::StrSplit(*keys, '\n')) {
+      line = absl::StripAsciiWhitespace(line);
+      if (!line.empty() && line.front() != '#') {
+        c.api_key = std::string(line.data(), line.size());
+        break;
+      }
+    }
+    if (c.api_key.empty()) return absl::InvalidArgumentError(absl::StrCat("--api-key-file '", *file, "' holds no token"));
+  } else if (const char* env = std::getenv("KVSERVE_API_KEY"); env != nullptr) {
+    c.api_key = env;
+  }
   const std::string addr = args.Get("addr").value_or("localhost:50051");
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   grpc::ChannelArguments ch;

@@ -18,7 +18,8 @@ extern const char kConnectionUsage[];
 struct Connection {
   std::shared_ptr<grpc::Channel> channel;
   double deadline_seconds = 0;  // 0 = none
-  // A context carrying the deadline.
+  std::string api_key;          // --api-key-file's first token or $KVSERVE_API_KEY; empty = none
+  // A context carrying the deadline and, with an API key, `authorization: Bearer KEY`.
   std::unique_ptr<grpc::ClientContext> NewContext() const;
 };
 

@@ -5,7 +5,10 @@
 
 #include <malloc.h>
 
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "engine/tokenizer/utf8.h"
 #include "server/serve/grpc_request.h"
 #include "server/serve/grpc_stream_reactor.h"
@@ -53,9 +56,22 @@ class RejectedStream : public grpc::ServerWriteReactor<v1::GenerateStreamRespons
 
 }  // namespace
 
+grpc::Status GenerationService::Authenticate(grpc::CallbackServerContext* call) {
+  if (!api_keys_ || api_keys_->Allows(call->client_metadata())) return grpc::Status::OK;
+  if (auth_failures_) auth_failures_->Increment();
+  // At most one line a second, so a client cannot flood the log with bad tokens.
+  const int64_t now = absl::ToUnixSeconds(absl::Now());
+  int64_t last = last_auth_log_.load();
+  if (now > last && last_auth_log_.compare_exchange_strong(last, now)) {
+    std::fprintf(stderr, "kvserve serve: rejected a call without a valid API key from %s\n", call->peer().c_str());
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or invalid API key");
+}
+
 grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContext* call,
                                                       const v1::GenerateRequest* request,
                                                       v1::GenerateResponse* response) {
+  if (grpc::Status st = Authenticate(call); !st.ok()) return Answer(call, st);
   const ServeContext* ctx = ctx_.load();
   if (ctx == nullptr) return Answer(call, kLoading);
   return StartGenerate(*ctx, call, *request, response);
@@ -63,6 +79,7 @@ grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContex
 
 grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::GenerateStream(
     grpc::CallbackServerContext* call, const v1::GenerateRequest* request) {
+  if (grpc::Status st = Authenticate(call); !st.ok()) return new RejectedStream(st);
   const ServeContext* ctx = ctx_.load();
   if (ctx == nullptr) return new RejectedStream(kLoading);
   return StartGenerateStream(*ctx, call, *request);
@@ -71,6 +88,7 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::Generat
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* call,
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
+  if (grpc::Status st = Authenticate(call); !st.ok()) return Answer(call, st);
   const ServeContext* ctx = ctx_.load();
   if (ctx == nullptr) return Answer(call, kLoading);
   TokenizerCallSlot slot(tokenizer_calls_, ctx->options.max_concurrent_tokenize);
@@ -108,6 +126,7 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* call,
                                                         const v1::DetokenizeRequest* request,
                                                         v1::DetokenizeResponse* response) {
+  if (grpc::Status st = Authenticate(call); !st.ok()) return Answer(call, st);
   const ServeContext* ctx = ctx_.load();
   if (ctx == nullptr) return Answer(call, kLoading);
   TokenizerCallSlot slot(tokenizer_calls_, ctx->options.max_concurrent_tokenize);
@@ -134,6 +153,7 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* call,
                                                           const v1::GetModelInfoRequest* /*request*/,
                                                           v1::GetModelInfoResponse* r) {
+  if (grpc::Status st = Authenticate(call); !st.ok()) return Answer(call, st);
   const ServeContext* ctx = ctx_.load();
   if (ctx == nullptr) return Answer(call, kLoading);
   const ModelConfig& c = ctx->model.config;

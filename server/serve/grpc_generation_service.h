@@ -5,6 +5,8 @@
 #include <atomic>
 
 #include "kvserve/v1/generation.grpc.pb.h"
+#include "prometheus/counter.h"
+#include "server/serve/api_keys.h"
 #include "server/serve/grpc_serve_context.h"
 
 namespace kvserve {
@@ -12,6 +14,13 @@ namespace kvserve {
 class GenerationService final : public v1::Generation::CallbackService {
  public:
   void set_context(const ServeContext* ctx) { ctx_.store(ctx); }
+  // With keys, every method answers UNAUTHENTICATED (no detail) to a call without a valid
+  // `authorization: Bearer` token and counts it in `failures`. Set before the server starts;
+  // both outlive the service. grpc.health.v1 is a separate service and stays open.
+  void set_api_keys(const ApiKeys* keys, prometheus::Counter* failures) {
+    api_keys_ = keys;
+    auth_failures_ = failures;
+  }
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* call, const v1::GenerateRequest* request,
                                      v1::GenerateResponse* response) override;
@@ -25,7 +34,12 @@ class GenerationService final : public v1::Generation::CallbackService {
                                          v1::GetModelInfoResponse* response) override;
 
  private:
+  grpc::Status Authenticate(grpc::CallbackServerContext* call);
+
   std::atomic<const ServeContext*> ctx_{nullptr};
+  const ApiKeys* api_keys_ = nullptr;
+  prometheus::Counter* auth_failures_ = nullptr;
+  std::atomic<int64_t> last_auth_log_{0};  // unix second of the last auth log line
   std::atomic<int64_t> tokenizer_calls_{0};  // Tokenize/Detokenize calls in flight
 };
 

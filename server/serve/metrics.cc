@@ -109,6 +109,10 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r)
                            .Name("kvserve_num_preemptions_total")
                            .Help("Requests preempted for lack of KV pages (admission reserves peak pages, so 0 today).")
                            .Register(r))),
+      auth_failures_(One(prometheus::BuildCounter()
+                             .Name("kvserve_auth_failures_total")
+                             .Help("gRPC calls refused for a missing or invalid API key (--api-key-file).")
+                             .Register(r))),
       evicted_(prometheus::BuildCounter()
                    .Name("kvserve_kv_entries_evicted_total")
                    .Help("KV slots (summed over layers) dropped by compression, by policy.")

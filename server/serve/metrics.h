@@ -42,6 +42,8 @@ class ServerMetrics {
   void ObserveRequest(const RequestOutcome& o);
   // reason: invalid_argument, queue_full, too_large, draining, loading, unimplemented.
   void ObserveRejected(std::string_view reason);
+  // Calls refused for a missing or invalid API key (--api-key-file).
+  prometheus::Counter& auth_failures() { return auth_failures_; }
   void ObserveStep(const EngineStepStats& s);
 
  private:
@@ -61,6 +63,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>& finished_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Counter& preemptions_;
+  prometheus::Counter& auth_failures_;
   prometheus::Family<prometheus::Counter>& evicted_;
   prometheus::Family<prometheus::Histogram>& step_duration_;
   prometheus::Histogram& step_prefill_;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,7 @@
 #include "server/serve/grpc_generation_service.h"
 #include "server/serve/kv_flags.h"
 #include "server/serve/metrics.h"
+#include "server/serve/api_keys.h"
 #include "server/serve/metrics_http.h"
 #include "server/serve/metrics_state_collector.h"
 #include "server/serve/serve_options.h"
@@ -42,6 +44,11 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const ServeOptions& o, absl
   };
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({read(o.tls_key), read(o.tls_cert)});
+  if (!o.tls_client_ca.empty()) {
+    // Mutual TLS: a client without a certificate signed by this CA fails the handshake.
+    ssl.pem_root_certs = read(o.tls_client_ca);
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
   return grpc::SslServerCredentials(ssl);
 }
 
@@ -160,6 +167,13 @@ int RunServe(int argc, char** argv) {
   }
 
   GenerationService service;
+  std::optional<ApiKeys> api_keys;
+  if (!o.api_key_file.empty()) {
+    absl::StatusOr<ApiKeys> loaded_keys = ApiKeys::Load(o.api_key_file);
+    if (!loaded_keys.ok()) return Fail(loaded_keys.status());
+    api_keys = *std::move(loaded_keys);
+    service.set_api_keys(&*api_keys, &metrics.auth_failures());
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

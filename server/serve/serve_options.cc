@@ -11,6 +11,8 @@ namespace {
 const char kUsage[] =
     "kvserve serve --model PATH|random:PRESET [--host 0.0.0.0] [--port 50051 (0: any)] [--port-file F]\n"
     "  [--metrics-host 0.0.0.0] [--metrics-port 9400 (0: any, -1: off)] [--tls-cert PEM --tls-key PEM]\n"
+    "  [--tls-client-ca PEM (mutual TLS: client certificates required, verified against it)]\n"
+    "  [--api-key-file F (bearer tokens, one per line: calls without one get UNAUTHENTICATED)]\n"
     "  [--max-receive-message-bytes 64M] [--max-prompts-per-call 64] [--max-context N (0: model's)]\n"
     "  [--max-tokenize-bytes 8M (Tokenize text)] [--max-concurrent-tokenize 4 (Tokenize/Detokenize calls)]\n"
     "  [--default-max-new-tokens 128] [--max-new-tokens-limit N (0: max context)]\n"
@@ -30,6 +32,7 @@ std::string ServeUsage() { return std::string(kUsage) + KvFlagsHelp(); }
 absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help) {
   std::vector<std::string> flags = {
       "model", "host", "port", "port-file", "metrics-host", "metrics-port", "tls-cert", "tls-key",
+      "tls-client-ca", "api-key-file",
       "max-receive-message-bytes", "max-prompts-per-call", "max-tokenize-bytes", "max-concurrent-tokenize",
       "max-context", "default-max-new-tokens",
       "max-new-tokens-limit", "kv-memory", "page-size", "prefill-chunk", "max-batch-tokens", "max-waiting",
@@ -49,6 +52,8 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
   o.metrics_host = a.Get("metrics-host").value_or(o.metrics_host);
   o.tls_cert = a.Get("tls-cert").value_or("");
   o.tls_key = a.Get("tls-key").value_or("");
+  o.tls_client_ca = a.Get("tls-client-ca").value_or("");
+  o.api_key_file = a.Get("api-key-file").value_or("");
   o.kv_memory = a.Get("kv-memory").value_or(o.kv_memory);
   o.device = a.Get("device").value_or(o.device);
   o.deterministic = a.Flag("deterministic");
@@ -58,6 +63,9 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS)");
   }
 
   // Every integer flag with its inclusive range.

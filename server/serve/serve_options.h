@@ -16,6 +16,8 @@ struct ServeOptions {
   std::string metrics_host = "0.0.0.0";
   int metrics_port = 9400;             // --metrics-port; 0 = the OS picks one, -1 = off
   std::string tls_cert, tls_key;       // --tls-cert/--tls-key: PEM files; both or neither
+  std::string tls_client_ca;           // --tls-client-ca: PEM; client certificates required and verified
+  std::string api_key_file;            // --api-key-file: bearer tokens, one per line
   // 128K tokens as text take ~0.5-2 MB, as ids under 1 MB; 64 MiB leaves room for batches.
   int64_t max_receive_message_bytes = 64 << 20;
   int64_t max_prompts_per_call = 64;
