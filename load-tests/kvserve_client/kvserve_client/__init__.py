@@ -12,8 +12,8 @@ from ._pb import generation_pb2 as pb
 from .aio import AsyncClient
 from .client import Client
 from .errors import (Cancelled, DeadlineExceeded, InvalidArgument, KvserveError, ResourceExhausted,
-                     Unavailable)
+                     Unauthenticated, Unavailable)
 from .request import build_request
 
 __all__ = ["AsyncClient", "Client", "KvserveError", "InvalidArgument", "ResourceExhausted", "Unavailable",
-           "DeadlineExceeded", "Cancelled", "build_request", "pb"]
+           "DeadlineExceeded", "Cancelled", "Unauthenticated", "build_request", "pb"]

@@ -3,7 +3,7 @@ import grpc
 
 from ._pb import generation_pb2 as pb
 from ._pb import generation_pb2_grpc as pb_grpc
-from .client import _OPTIONS
+from ._channel import OPTIONS, call_metadata, credentials
 from .errors import from_rpc_error
 from .request import build_request
 
@@ -12,8 +12,12 @@ class AsyncClient:
     """`async with AsyncClient(addr) as c: completion = await c.generate("Hi", max_new_tokens=8)`.
     Create it inside the running event loop (grpc.aio binds the channel to it)."""
 
-    def __init__(self, addr, timeout=None):
-        self.channel = grpc.aio.insecure_channel(addr, options=_OPTIONS)
+    def __init__(self, addr, timeout=None, *, api_key=None, tls=False, root_certificates=None,
+                 certificate_chain=None, private_key=None):
+        creds = credentials(tls, root_certificates, certificate_chain, private_key)
+        self.channel = (grpc.aio.secure_channel(addr, creds, options=OPTIONS) if creds
+                        else grpc.aio.insecure_channel(addr, options=OPTIONS))
+        self.metadata = call_metadata(api_key)
         self.stub = pb_grpc.GenerationStub(self.channel)
         self.timeout = timeout
 
@@ -28,7 +32,7 @@ class AsyncClient:
 
     async def _call(self, method, request, timeout):
         try:
-            return await method(request, timeout=self.timeout if timeout is None else timeout)
+            return await method(request, timeout=self.timeout if timeout is None else timeout, metadata=self.metadata)
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(err) from None
 
@@ -38,7 +42,8 @@ class AsyncClient:
 
     async def generate_stream(self, prompt=None, *, timeout=None, **kw):
         """Async-iterates GenerateStreamResponse messages: `chunk` ones, then one `complete`."""
-        call = self.stub.GenerateStream(build_request(prompt, **kw), timeout=self.timeout if timeout is None else timeout)
+        call = self.stub.GenerateStream(build_request(prompt, **kw), timeout=self.timeout if timeout is None else timeout,
+                                        metadata=self.metadata)
         try:
             async for message in call:
                 yield message

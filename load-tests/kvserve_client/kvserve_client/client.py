@@ -1,22 +1,24 @@
 """The blocking client: one channel, the five Generation RPCs, errors raised as typed exceptions."""
 import grpc
 
+from ._channel import OPTIONS, call_metadata, credentials
 from ._pb import generation_pb2 as pb
 from ._pb import generation_pb2_grpc as pb_grpc
 from .errors import from_rpc_error
 from .request import build_request
 
-# A 128K-token prompt as token ids is ~600 KB of proto; gRPC's default receive limit is 4 MiB,
-# so responses never hit it, but say so explicitly for the send side.
-_OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
 
 
 class Client:
     """`Client("127.0.0.1:50051")`; use as a context manager or call close(). `timeout` is the
     per-call deadline in seconds (None: no deadline)."""
 
-    def __init__(self, addr, timeout=None):
-        self.channel = grpc.insecure_channel(addr, options=_OPTIONS)
+    def __init__(self, addr, timeout=None, *, api_key=None, tls=False, root_certificates=None,
+                 certificate_chain=None, private_key=None):
+        creds = credentials(tls, root_certificates, certificate_chain, private_key)
+        self.channel = (grpc.secure_channel(addr, creds, options=OPTIONS) if creds
+                        else grpc.insecure_channel(addr, options=OPTIONS))
+        self.metadata = call_metadata(api_key)
         self.stub = pb_grpc.GenerationStub(self.channel)
         self.timeout = timeout
 
@@ -31,7 +33,7 @@ class Client:
 
     def _call(self, method, request, timeout):
         try:
-            return method(request, timeout=self.timeout if timeout is None else timeout)
+            return method(request, timeout=self.timeout if timeout is None else timeout, metadata=self.metadata)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
@@ -41,7 +43,8 @@ class Client:
 
     def generate_stream(self, prompt=None, *, timeout=None, **kw):
         """Yields GenerateStreamResponse messages: `chunk` ones, then one `complete`."""
-        call = self.stub.GenerateStream(build_request(prompt, **kw), timeout=self.timeout if timeout is None else timeout)
+        call = self.stub.GenerateStream(build_request(prompt, **kw), timeout=self.timeout if timeout is None else timeout,
+                                        metadata=self.metadata)
         try:
             yield from call
         except grpc.RpcError as err:

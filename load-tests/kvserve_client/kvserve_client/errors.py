@@ -33,7 +33,12 @@ class Cancelled(KvserveError):
     """The call was cancelled (by the client, or the server went away)."""
 
 
+class Unauthenticated(KvserveError):
+    """No valid API key: pass api_key= (or set KVSERVE_API_KEY) for a server run with --api-key-file."""
+
+
 _BY_CODE = {
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
