@@ -25,10 +25,12 @@
 #include "server/serve/kv_flags.h"
 #include "server/serve/metrics.h"
 #include "server/serve/api_keys.h"
+#include "server/serve/grpc_log_limit.h"
 #include "server/serve/metrics_http.h"
 #include "server/serve/metrics_state_collector.h"
 #include "server/serve/serve_options.h"
 #include "server/serve/serve_tracker.h"
+#include "server/serve/tls_files.h"
 
 namespace kvserve {
 namespace {
@@ -43,10 +45,21 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const ServeOptions& o, absl
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
   grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({read(o.tls_key), read(o.tls_cert)});
+  const std::string key = read(o.tls_key), cert = read(o.tls_cert);
+  if (!st->ok()) return nullptr;
+  if (absl::Status check = CheckTlsKeyPair(cert, key); !check.ok()) {
+    *st = check;
+    return nullptr;
+  }
+  ssl.pem_key_cert_pairs.push_back({key, cert});
   if (!o.tls_client_ca.empty()) {
     // Mutual TLS: a client without a certificate signed by this CA fails the handshake.
     ssl.pem_root_certs = read(o.tls_client_ca);
+    if (!st->ok()) return nullptr;
+    if (absl::Status check = CheckTlsCa(ssl.pem_root_certs); !check.ok()) {
+      *st = check;
+      return nullptr;
+    }
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
@@ -166,6 +179,7 @@ int RunServe(int argc, char** argv) {
     metrics_port = metrics_http->port();
   }
 
+  LimitGrpcLogging();
   GenerationService service;
   std::optional<ApiKeys> api_keys;
   if (!o.api_key_file.empty()) {
