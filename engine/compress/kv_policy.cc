@@ -3,11 +3,25 @@
 #include "engine/compress/kv_policy.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace kvserve {
 
+void* AllocateKeptBuffer(Backend& backend, int64_t bytes) {
+  if (!backend.HostMemory()) return backend.Allocate(bytes);
+  return bytes > 0 ? std::calloc(static_cast<size_t>(bytes), 1) : nullptr;
+}
+
+void FreeKeptBuffer(Backend& backend, bool host_memory, void* p) {
+  if (host_memory) {
+    std::free(p);
+  } else {
+    backend.Deallocate(p);
+  }
+}
+
 BackendScratch::~BackendScratch() {
-  for (Block& b : blocks_) backend_.Deallocate(b.p);
+  for (Block& b : blocks_) FreeKeptBuffer(backend_, host_memory_, b.p);
 }
 
 void* BackendScratch::TakeBytes(int64_t bytes) {
@@ -16,9 +30,9 @@ void* BackendScratch::TakeBytes(int64_t bytes) {
   if (bytes > b.bytes) {
     // Deallocate waits for device work still using the old block (cudaFree synchronizes);
     // this happens only while the blocks grow to a sequence's largest layer.
-    backend_.Deallocate(b.p);
+    FreeKeptBuffer(backend_, host_memory_, b.p);
     b.bytes = std::max(bytes, b.bytes * 2);
-    b.p = backend_.Allocate(b.bytes);
+    b.p = AllocateKeptBuffer(backend_, b.bytes);
   }
   return b.p;
 }

@@ -78,11 +78,17 @@ struct Selection {
   std::vector<float> log_w;    // [n_kv_heads, n_keep]: their log-weights after selection
 };
 
+// Buffers a compressor keeps between calls. On a host-memory backend they are plain heap
+// memory, freed without it: a sequence's compressor may outlive the CPU backend it ran on. A
+// device backend must outlive them.
+void* AllocateKeptBuffer(Backend& backend, int64_t bytes);
+void FreeKeptBuffer(Backend& backend, bool host_memory, void* p);
+
 // Grow-only buffers in a backend's memory that a selection borrows: Take hands out the next
 // buffer, Rewind makes every buffer free again (the next selection reuses them).
 class BackendScratch {
  public:
-  explicit BackendScratch(Backend& backend) : backend_(backend) {}
+  explicit BackendScratch(Backend& backend) : backend_(backend), host_memory_(backend.HostMemory()) {}
   ~BackendScratch();
   BackendScratch(const BackendScratch&) = delete;
   BackendScratch& operator=(const BackendScratch&) = delete;
@@ -101,6 +107,7 @@ class BackendScratch {
   };
   void* TakeBytes(int64_t bytes);
   Backend& backend_;
+  const bool host_memory_;
   std::vector<Block> blocks_;
   size_t next_ = 0;
 };
@@ -127,7 +134,8 @@ class KvPolicy {
 class ScoringPolicy : public KvPolicy {
  public:
   // scores [n_kv_heads, r.Candidates().len], backend memory. Buffers the policy needs it
-  // takes from scratch; float tensors it passes to Backend ops live there or in r.
+  // takes from scratch; float tensors it passes to Backend ops live there or in r. A policy
+  // that UsesValueNorms finds r.value_norms set (SelectSlots computes them when absent).
   virtual void Score(const SelectionRequest& r, Backend& backend, BackendScratch& scratch, float* scores) const = 0;
   // Score, then the top n_keep per head, read back to the host (log-weights carried over).
   Selection Select(const SelectionRequest& r, Backend& backend) const final;

@@ -9,12 +9,12 @@
 namespace kvserve {
 
 LayerCompressor::LayerCompressor(Backend& backend, const ScoringPolicy& policy, int64_t n_layers)
-    : backend_(backend), policy_(policy), scratch_(backend),
+    : backend_(backend), host_memory_(backend.HostMemory()), policy_(policy), scratch_(backend),
       norms_(policy.UsesValueNorms() ? static_cast<size_t>(n_layers) : 0) {}
 
 LayerCompressor::~LayerCompressor() {
-  backend_.Deallocate(spare_.p);
-  for (NormCache& c : norms_) backend_.Deallocate(c.buf.p);
+  FreeKeptBuffer(backend_, host_memory_, spare_.p);
+  for (NormCache& c : norms_) FreeKeptBuffer(backend_, host_memory_, c.buf.p);
 }
 
 float* LayerCompressor::NormsFor(NormCache& c, int64_t heads, int64_t len) {
@@ -22,12 +22,12 @@ float* LayerCompressor::NormsFor(NormCache& c, int64_t heads, int64_t len) {
     const int64_t stride = std::max(len, 2 * c.stride);
     Buffer grown;
     grown.bytes = static_cast<int64_t>(sizeof(float)) * heads * stride;
-    grown.p = backend_.Allocate(grown.bytes);
+    grown.p = AllocateKeptBuffer(backend_, grown.bytes);
     for (int64_t h = 0; h < heads && c.known > 0; ++h) {
       backend_.Copy(static_cast<float*>(grown.p) + h * stride, static_cast<float*>(c.buf.p) + h * c.stride,
                     static_cast<int64_t>(sizeof(float)) * c.known);
     }
-    backend_.Deallocate(c.buf.p);
+    FreeKeptBuffer(backend_, host_memory_, c.buf.p);
     c.buf = grown;
     c.stride = stride;
   }
@@ -40,7 +40,7 @@ absl::Status LayerCompressor::Compress(SelectionRequest r, PagePool& pool, Seque
   const auto t0 = Clock::now();
   const LayerKv L = r.Candidates();
   const int64_t heads = L.kv.n_kv_heads, len = L.len, n_keep = r.n_keep;
-  if (n_keep < 1 || n_keep > len || r.window_len < 1 || r.probe_slots < 0) {
+  if (n_keep < 1 || n_keep > len || (policy_.ScoresWithQueries() && r.window_len < 1) || r.probe_slots < 0) {
     return absl::InvalidArgumentError(absl::StrCat("selection of ", n_keep, " of ", len, " slots (", r.probe_slots,
                                                    " probe slots) with ", r.window_len, " window queries"));
   }
@@ -58,9 +58,9 @@ absl::Status LayerCompressor::Compress(SelectionRequest r, PagePool& pool, Seque
   backend_.CompactKv(L.kv, L.pages.data(), len, slots, /*new_log_w=*/nullptr, n_keep);
   if (cache) {
     if (spare_.bytes < cache->buf.bytes) {
-      backend_.Deallocate(spare_.p);
+      FreeKeptBuffer(backend_, host_memory_, spare_.p);
       spare_.bytes = cache->buf.bytes;
-      spare_.p = backend_.Allocate(spare_.bytes);
+      spare_.p = AllocateKeptBuffer(backend_, spare_.bytes);
     }
     backend_.GatherPerHead(static_cast<float*>(cache->buf.p), cache->stride, slots, heads, n_keep,
                            static_cast<float*>(spare_.p), cache->stride);

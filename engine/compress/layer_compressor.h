@@ -24,7 +24,8 @@ struct CompressionStats {
 
 class LayerCompressor {
  public:
-  // Buffers come from `backend`, which must be the backend of every later Compress call.
+  // Buffers come from `backend`, which must be the backend of every later Compress call (and,
+  // when it is a device backend, outlive this).
   LayerCompressor(Backend& backend, const ScoringPolicy& policy, int64_t n_layers);
   ~LayerCompressor();
   LayerCompressor(const LayerCompressor&) = delete;
@@ -51,6 +52,7 @@ class LayerCompressor {
   float* NormsFor(NormCache& c, int64_t heads, int64_t len);
 
   Backend& backend_;
+  const bool host_memory_;  // backend_.HostMemory(): then the destructor never touches backend_
   const ScoringPolicy& policy_;
   BackendScratch scratch_;
   Buffer spare_;

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/compress/device_form.h"
 
 namespace kvserve {
 
@@ -104,7 +103,7 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
   if (!layers_) {
     // Every policy but merge-reduce (which takes MergeReduceStep instead) only scores.
     const auto* scoring = dynamic_cast<const ScoringPolicy*>(policy_.get());
-    if (!scoring) return absl::InternalError(absl::StrCat("KV policy ", policy_->Name(), " does not score"));
+    if (!scoring) return absl::InternalError(absl::StrCat("KV policy ", settings_.policy, " does not score"));
     layers_ = std::make_unique<LayerCompressor>(backend, *scoring, c.n_layers);
   }
   const int64_t len = seq.layer_len[l] - probe;
@@ -123,7 +122,7 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
 
 absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done) {
   // Checked once per request up front (CheckDeviceForm); this guards direct callers.
-  if (!pool.host_memory() && !HasDeviceForm(settings_)) {
+  if (!pool.host_memory() && (policy_->ReadsHostPages() || settings_.auto_risk > 0)) {
     return absl::UnimplementedError(absl::StrCat("KV policy ", settings_.policy,
                                                  " reads the pages on the host; its pool must be in host memory"));
   }
