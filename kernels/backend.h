@@ -118,43 +118,43 @@ class Backend {
   // --- KV compression: scoring, per-head selection and compaction of one sequence's layer.
   // `pages` (host memory, like every integer table) is the layer's page list in slot order,
   // len its slots in use; slot s of head h is page pages[s / page_size], offset s % page_size.
-  // Float tensors and the int32 `slots` are backend memory. The defaults run the CPU
-  // references (kernels/cpu/kv_compress_ops.h) on host memory; a device backend overrides
-  // them so a layer is compressed without its pages leaving the device.
+  // Float tensors and the int32 `slots` are backend memory. Every backend implements them
+  // (the CPU backend with kernels/cpu, CUDA with kernels/cuda), so a layer is compressed
+  // where its pages are; engine/compress orchestrates them the same way for both.
 
   // scores [n_kv_heads, len]: SnapKV over window [w, n_heads, head_dim] (the last w queries,
   // post-RoPE, 1 <= w <= len; the last is the query of slot len - 1). See SnapKvScores in
-  // kernels/cpu/kv_compress_ops.h for the exact definition.
+  // kernels/cpu/kv_compress_ops.h (the reference) for the exact definition.
   virtual void SnapKvScores(const PagedKv& kv, const int32_t* pages, int64_t len, const float* window, int64_t w,
-                            const AttentionShape& shape, int64_t pool_kernel, float* scores);
+                            const AttentionShape& shape, int64_t pool_kernel, float* scores) = 0;
 
   // norms [n_kv_heads, stride], columns [first, len) written: the mean over the KV head's
   // query heads h of ||v_s W_O^h||_1, W_O = wo [hidden, n_heads * head_dim] (a parameter,
   // host memory like every weight).
   virtual void ProjectedValueNorms(const PagedKv& kv, const int32_t* pages, int64_t first, int64_t len,
-                                   const WeightView& wo, int64_t n_heads, float* norms, int64_t stride);
+                                   const WeightView& wo, int64_t n_heads, float* norms, int64_t stride) = 0;
 
   // merged [heads, len]: CriticalKV's two-stage score. The n_first best entries of each head by
   // base [heads, len] score FLT_MAX (stage 1); every other entry (base + eps) * norms, with
   // norms [heads, norms_stride].
   virtual void CriticalKvScores(const float* base, const float* norms, int64_t norms_stride, int64_t heads,
-                                int64_t len, int64_t n_first, float eps, float* merged);
+                                int64_t len, int64_t n_first, float eps, float* merged) = 0;
 
   // slots [heads, k]: per head the k best entries of scores [heads, len] (1 <= k <= len), in
   // ascending slot order. Higher score first; equal scores go to the lower slot.
-  virtual void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int32_t* slots);
+  virtual void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int32_t* slots) = 0;
 
   // For every KV head h and i < k: K, V of slot slots[h, i] move to slot i, with log-weight
   // new_log_w[h, i] ([n_kv_heads, k]), or the entry's own when new_log_w is null. slots
   // ascend per head. Slots past k are left undefined: the caller frees the pages past them.
   virtual void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots,
-                         const float* new_log_w, int64_t k);
+                         const float* new_log_w, int64_t k) = 0;
 
   // dst[h, i] = src[h, slots[h, i]] for h < heads, i < k; src [heads, src_stride], dst
   // [heads, dst_stride], slots [heads, k]. dst must not overlap src. (Per-entry side data,
   // such as cached value norms, follows its entries through a compaction.)
   virtual void GatherPerHead(const float* src, int64_t src_stride, const int32_t* slots, int64_t heads, int64_t k,
-                             float* dst, int64_t dst_stride);
+                             float* dst, int64_t dst_stride) = 0;
 };
 
 // How much a backend may let a token's arithmetic depend on the batch it is computed in.

@@ -1,47 +1,32 @@
 #include "engine/compress/basic_policies.h"
 
 #include <algorithm>
-
-#include "engine/compress/selection_util.h"
+#include <vector>
 
 namespace kvserve {
 namespace {
 
-// The same slot list for every head.
-Selection SameSlotsForEveryHead(const LayerKv& L, const std::vector<int32_t>& slots) {
-  Selection sel;
-  sel.n_keep = static_cast<int64_t>(slots.size());
-  for (int64_t h = 0; h < L.kv.n_kv_heads; ++h) {
-    for (int32_t s : slots) {
-      sel.slots.push_back(s);
-      sel.log_w.push_back(L.LogWeight(s, h));
-    }
-  }
-  return sel;
+// scores [heads, len] (backend memory) = per_slot [len] for every head.
+void SameScoresForEveryHead(const std::vector<float>& per_slot, int64_t heads, Backend& backend, float* scores) {
+  const int64_t bytes = static_cast<int64_t>(sizeof(float) * per_slot.size());
+  for (int64_t h = 0; h < heads; ++h) backend.CopyIn(scores + h * static_cast<int64_t>(per_slot.size()), per_slot.data(), bytes);
 }
 
 }  // namespace
 
-Selection FullPolicy::Select(const SelectionRequest& r, Backend&) const {
-  std::vector<int32_t> all(static_cast<size_t>(r.layer.len));
-  for (int64_t s = 0; s < r.layer.len; ++s) all[s] = static_cast<int32_t>(s);
-  return SameSlotsForEveryHead(r.layer, all);
+void FullPolicy::Score(const SelectionRequest& r, Backend& backend, BackendScratch&, float* scores) const {
+  const LayerKv L = r.Candidates();
+  SameScoresForEveryHead(std::vector<float>(static_cast<size_t>(L.len), 0.0f), L.kv.n_kv_heads, backend, scores);
 }
 
-Selection StreamingLlmPolicy::Select(const SelectionRequest& r, Backend&) const {
-  const int64_t n = std::min(r.n_keep, r.layer.len);
-  const int64_t sinks = std::min(n_sink_, n);
-  std::vector<int32_t> slots;
-  for (int64_t s = 0; s < sinks; ++s) slots.push_back(static_cast<int32_t>(s));
-  for (int64_t s = r.layer.len - (n - sinks); s < r.layer.len; ++s) slots.push_back(static_cast<int32_t>(s));
-  return SameSlotsForEveryHead(r.layer, slots);
-}
-
-Selection ScorerPolicy::Select(const SelectionRequest& r, Backend& backend) const {
-  std::vector<float> scores;
-  scorer_->Score(r, backend, &scores);
-  if (r.probe_slots > 0) scores = DropTrailingSlots(scores, r.layer.kv.n_kv_heads, r.layer.len, r.probe_slots);
-  return SelectTopPerHead(r.Candidates(), scores, r.n_keep);
+void StreamingLlmPolicy::Score(const SelectionRequest& r, Backend& backend, BackendScratch&, float* scores) const {
+  const LayerKv L = r.Candidates();
+  const int64_t n = std::min(r.n_keep, L.len), sinks = std::min(n_sink_, n);
+  // Sinks above recent entries above the rest: the top n are exactly sinks + the last n - sinks.
+  std::vector<float> per_slot(static_cast<size_t>(L.len), 0.0f);
+  for (int64_t s = L.len - (n - sinks); s < L.len; ++s) per_slot[s] = 1.0f;
+  for (int64_t s = 0; s < sinks; ++s) per_slot[s] = 2.0f;
+  SameScoresForEveryHead(per_slot, L.kv.n_kv_heads, backend, scores);
 }
 
 }  // namespace kvserve

@@ -1,40 +1,27 @@
-// Policies with no model math of their own: keep everything, StreamingLLM's sinks plus
-// recent entries, and "top n by a scorer" (SnapKV is the SnapKV scorer under it).
+// Policies with no model math of their own: keep everything, and StreamingLLM's sinks plus
+// recent entries. Both score on the host from slot positions alone (no page is read), so
+// they run over device pools too.
 #pragma once
-#include <memory>
-#include <string>
-
 #include "engine/compress/kv_policy.h"
 
 namespace kvserve {
 
-class FullPolicy : public KvPolicy {
+// Every entry scores the same, so the first n_keep are kept (all of them at n_keep = len).
+class FullPolicy : public ScoringPolicy {
  public:
   std::string_view Name() const override { return "full"; }
-  Selection Select(const SelectionRequest& r, Backend& backend) const override;
+  void Score(const SelectionRequest& r, Backend& backend, BackendScratch& scratch, float* scores) const override;
 };
 
 // The first n_sink entries (attention sinks) and the most recent n_keep - n_sink.
-class StreamingLlmPolicy : public KvPolicy {
+class StreamingLlmPolicy : public ScoringPolicy {
  public:
   explicit StreamingLlmPolicy(int64_t n_sink = 4) : n_sink_(n_sink) {}
   std::string_view Name() const override { return "streaming"; }
-  Selection Select(const SelectionRequest& r, Backend& backend) const override;
+  void Score(const SelectionRequest& r, Backend& backend, BackendScratch& scratch, float* scores) const override;
 
  private:
   int64_t n_sink_;
-};
-
-class ScorerPolicy : public KvPolicy {
- public:
-  ScorerPolicy(std::string name, std::unique_ptr<KvScorer> scorer) : name_(std::move(name)), scorer_(std::move(scorer)) {}
-  std::string_view Name() const override { return name_; }
-  Selection Select(const SelectionRequest& r, Backend& backend) const override;
-  bool ScoresWithQueries() const override { return scorer_->UsesQueries(); }
-
- private:
-  std::string name_;
-  std::unique_ptr<KvScorer> scorer_;
 };
 
 }  // namespace kvserve

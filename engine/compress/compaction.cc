@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/kv_rows.h"
 
 namespace kvserve {
 namespace {
@@ -30,34 +29,13 @@ absl::Status CheckSelection(const PagePool& pool, const SequenceKv& seq, int64_t
 
 }  // namespace
 
-absl::Status CompactLayer(PagePool& pool, SequenceKv& seq, int64_t layer, const Selection& sel) {
-  if (absl::Status st = CheckSelection(pool, seq, layer, sel); !st.ok()) return st;
-  const PagedKv kv = pool.view();
-  const int64_t heads = kv.n_kv_heads, len = seq.layer_len[layer], n = sel.n_keep;
-  const LayerKv L{kv, seq.layer_pages[layer], len};
-  for (int64_t h = 0; h < heads; ++h) {
-    // Slots ascend and sel[i] >= i, so copying front to back never overwrites an entry
-    // that is still to be read.
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t src = L.Offset(sel.slots[h * n + i], h), dst = L.Offset(i, h);
-      if (src != dst) {
-        CopyKvRows(kv, kv.k, dst, src, 1);
-        CopyKvRows(kv, kv.v, dst, src, 1);
-      }
-      kv.log_w[dst] = sel.log_w[h * n + i];
-    }
-  }
-  seq.TruncateLayer(pool, layer, n);
-  return absl::OkStatus();
-}
-
-absl::Status CompactLayerOn(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t layer, const Selection& sel) {
-  if (pool.host_memory()) return CompactLayer(pool, seq, layer, sel);
+absl::Status CompactLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t layer, const Selection& sel) {
   if (absl::Status st = CheckSelection(pool, seq, layer, sel); !st.ok()) return st;
   const int64_t n = sel.n_keep, heads = pool.shape().n_kv_heads;
   if (n > 0) {
     // Per-call buffers: this serves selections made on the host, which have already waited
-    // for the device to read the pages, so the allocation's synchronization costs nothing new.
+    // for the device to read the pages, so the allocation's synchronization costs nothing new
+    // (on the CPU backend they are plain host memory).
     const int64_t slot_bytes = static_cast<int64_t>(sizeof(int32_t)) * heads * n;
     const int64_t log_w_bytes = static_cast<int64_t>(sizeof(float)) * heads * n;
     auto* slots = static_cast<int32_t*>(backend.Allocate(slot_bytes));

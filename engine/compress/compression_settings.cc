@@ -7,9 +7,9 @@
 #include "absl/strings/str_join.h"
 #include "engine/compress/basic_policies.h"
 #include "engine/compress/criticalkv_policy.h"
-#include "engine/compress/keydiff_scorer.h"
+#include "engine/compress/keydiff_policy.h"
 #include "engine/compress/merge_reduce_policy.h"
-#include "engine/compress/snapkv_scorer.h"
+#include "engine/compress/snapkv_policy.h"
 
 namespace kvserve {
 
@@ -179,11 +179,11 @@ absl::StatusOr<std::unique_ptr<KvPolicy>> MakeKvPolicy(const CompressionSettings
     return std::make_unique<MergeReducePolicy>(s.policy, MakeReducer(s.policy.substr(12), ReduceProtectedDims(s)),
                                                s.reduce_seed, s.n_sink);
   }
-  if (s.policy == "keydiff") return std::make_unique<ScorerPolicy>(s.policy, std::make_unique<KeyDiffScorer>());
+  if (s.policy == "keydiff") return std::make_unique<KeyDiffPolicy>();
   if (s.policy == "criticalkv") {
-    return std::make_unique<CriticalKvPolicy>(std::make_unique<SnapKvScorer>(s.pool_kernel), s.first_stage_ratio);
+    return std::make_unique<CriticalKvPolicy>(s.pool_kernel, s.first_stage_ratio);
   }
-  return std::make_unique<ScorerPolicy>(s.policy, std::make_unique<SnapKvScorer>(s.pool_kernel));
+  return std::make_unique<SnapKvPolicy>(s.policy, s.pool_kernel);
 }
 
 std::vector<int64_t> QuotasFor(const CompressionSettings& s, int64_t n_layers, int64_t prompt_len, int64_t page_size) {

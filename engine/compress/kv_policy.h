@@ -1,7 +1,10 @@
 // The interface every KV selection policy implements: given one layer of one sequence and
-// its recent queries, say which entries each KV head keeps (and with what log-weight).
+// its recent queries, say which entries each KV head keeps (and with what log-weight). A
+// scoring policy (ScoringPolicy) only scores, through Backend ops; the one orchestration
+// (layer_compressor.h) selects and compacts for it, on host and device pools alike.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -46,9 +49,11 @@ struct SelectionRequest {
   float scale = 1.0f;             // attention scale, 1/sqrt(head_dim)
   WeightView wo;                  // the layer's o_proj [hidden, n_heads * head_dim]
   int64_t n_keep = 0;             // entries each KV head keeps, 1 <= n_keep <= layer.len
-  // Optional [n_kv_heads, layer.len] per-entry ||v W_O|| norms a caller has kept from
-  // earlier selections (values never change, so they need computing once per entry).
-  absl::Span<const float> value_norms;
+  // Optional per-entry ||v W_O|| norms [n_kv_heads, norms_stride] of the candidates, in
+  // backend memory, that a caller has kept from earlier selections (values never change, so
+  // they need computing once per entry). Null: computed when a policy needs them.
+  const float* value_norms = nullptr;
+  int64_t norms_stride = 0;
   // The layer's last probe_slots slots hold a question probe's entries (its tokens run as if
   // the question came right after the cache): the window's queries attend to them as to any
   // entry, but they are never kept, so a Selection covers slots [0, layer.len - probe_slots)
@@ -73,25 +78,77 @@ struct Selection {
   std::vector<float> log_w;    // [n_kv_heads, n_keep]: their log-weights after selection
 };
 
+// Buffers a compressor keeps between calls. On a host-memory backend they are plain heap
+// memory, freed without it: a sequence's compressor may outlive the CPU backend it ran on. A
+// device backend must outlive them.
+void* AllocateKeptBuffer(Backend& backend, int64_t bytes);
+void FreeKeptBuffer(Backend& backend, bool host_memory, void* p);
+
+// Grow-only buffers in a backend's memory that a selection borrows: Take hands out the next
+// buffer, Rewind makes every buffer free again (the next selection reuses them).
+class BackendScratch {
+ public:
+  explicit BackendScratch(Backend& backend) : backend_(backend), host_memory_(backend.HostMemory()) {}
+  ~BackendScratch();
+  BackendScratch(const BackendScratch&) = delete;
+  BackendScratch& operator=(const BackendScratch&) = delete;
+
+  void Rewind() { next_ = 0; }
+  // n elements of T (contents undefined), valid until the Rewind after next.
+  template <typename T>
+  T* Take(int64_t n) {
+    return static_cast<T*>(TakeBytes(static_cast<int64_t>(sizeof(T)) * n));
+  }
+
+ private:
+  struct Block {
+    void* p = nullptr;
+    int64_t bytes = 0;
+  };
+  void* TakeBytes(int64_t bytes);
+  Backend& backend_;
+  const bool host_memory_;
+  std::vector<Block> blocks_;
+  size_t next_ = 0;
+};
+
 class KvPolicy {
  public:
   virtual ~KvPolicy() = default;
   virtual std::string_view Name() const = 0;
+  // The selection, on the host (the layer's pages in host memory): what one-shot callers
+  // and tests read. SequenceCompressor never calls it: it compresses through LayerCompressor.
   virtual Selection Select(const SelectionRequest& request, Backend& backend) const = 0;
-  // True when Select reads SelectionRequest::value_norms (it computes them if absent).
+  // True when the policy reads SelectionRequest::value_norms (it computes them if absent).
   virtual bool UsesValueNorms() const { return false; }
-  // True when Select reads SelectionRequest::window (so a question probe can steer it).
+  // True when the policy reads SelectionRequest::window (so a question probe can steer it).
   virtual bool ScoresWithQueries() const { return false; }
+  // True when the policy reads K/V on the host (LayerKv::Key / Value): it runs only over a
+  // pool in host memory, which CheckDeviceForm (device_form.h) checks once per request.
+  virtual bool ReadsHostPages() const { return false; }
 };
 
-// A base score per entry (higher = more worth keeping) that selection policies build on.
-class KvScorer {
+// A policy that only scores: each KV head keeps its n_keep best-scored candidates (higher
+// first, ties to the lower slot, Backend::TopKPerHead), with their own log-weights. Adding
+// one is a class with Score (and its flags) plus its row in MakeKvPolicy.
+class ScoringPolicy : public KvPolicy {
  public:
-  virtual ~KvScorer() = default;
-  // scores [n_kv_heads, layer.len].
-  virtual void Score(const SelectionRequest& request, Backend& backend, std::vector<float>* scores) const = 0;
-  // True when Score reads SelectionRequest::window.
-  virtual bool UsesQueries() const { return true; }
+  // scores [n_kv_heads, r.Candidates().len], backend memory. Buffers the policy needs it
+  // takes from scratch; float tensors it passes to Backend ops live there or in r. A policy
+  // that UsesValueNorms finds r.value_norms set (SelectSlots computes them when absent).
+  virtual void Score(const SelectionRequest& r, Backend& backend, BackendScratch& scratch, float* scores) const = 0;
+  // Score, then the top n_keep per head, read back to the host (log-weights carried over).
+  Selection Select(const SelectionRequest& r, Backend& backend) const final;
 };
+
+// The slots [n_kv_heads, r.n_keep] (backend memory, ascending per head) policy keeps of r's
+// candidates; value norms are computed into scratch when the policy uses them and r has none.
+int32_t* SelectSlots(const ScoringPolicy& policy, const SelectionRequest& r, Backend& backend,
+                     BackendScratch& scratch);
+
+// out [heads, len - probe] = all [heads, len] without each head's last r.probe_slots
+// columns (a question probe's entries, scored but never kept); both backend memory.
+void KeepCandidateColumns(const SelectionRequest& r, Backend& backend, BackendScratch& scratch, const float* all,
+                          float* out);
 
 }  // namespace kvserve

@@ -126,14 +126,14 @@ Selection PlanMergeReduce(const Reducer& reducer, MergeReduceBuckets& b, const L
   return sel;
 }
 
-absl::StatusOr<int64_t> MergeReduce::ReduceLayer(PagePool& pool, SequenceKv& seq, int64_t l) {
+absl::StatusOr<int64_t> MergeReduce::ReduceLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l) {
   MergeReduceBuckets& b = buckets_[l];
   if (!b.Due(seq.layer_len[l])) return 0;
   const LayerKv layer{pool.view(), seq.layer_pages[l], seq.layer_len[l]};
   int64_t steps = 0;
   const Selection sel = PlanMergeReduce(*reducer_, b, layer, MixSeed(seed_, static_cast<uint64_t>(l)),
                                         &reductions_[l], &steps);
-  if (absl::Status st = CompactLayer(pool, seq, l, sel); !st.ok()) return st;
+  if (absl::Status st = CompactLayer(backend, pool, seq, l, sel); !st.ok()) return st;
   return steps;
 }
 

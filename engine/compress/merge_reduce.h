@@ -90,7 +90,7 @@ class MergeReduce {
   // Runs every REDUCE due in layer l, then compacts the layer once (the reduced entries keep
   // their K/V, carry their new log-weights, and pad heads that kept fewer than k with
   // zero-weight entries). Returns the number of REDUCE steps run.
-  absl::StatusOr<int64_t> ReduceLayer(PagePool& pool, SequenceKv& seq, int64_t l);
+  absl::StatusOr<int64_t> ReduceLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l);
 
   const MergeReduceBuckets& buckets(int64_t l) const { return buckets_[l]; }
   const MergeReduceShape& shape(int64_t l) const { return buckets_[l].shape(); }

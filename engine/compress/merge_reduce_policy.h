@@ -19,6 +19,9 @@ class MergeReducePolicy : public KvPolicy {
   // Keeps at most n_keep entries per head (fewer when the bucket bound lands below it); the
   // recent window is min(window_len, n_keep / 2), the sinks min(n_sink, n_keep / 4).
   Selection Select(const SelectionRequest& r, Backend& backend) const override;
+  // Reducers read keys and values on the host (and reweight entries), so merge-reduce needs a
+  // pool in host memory; it is not a ScoringPolicy.
+  bool ReadsHostPages() const override { return true; }
 
  private:
   std::string name_;

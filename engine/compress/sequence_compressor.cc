@@ -1,14 +1,10 @@
 #include "engine/compress/sequence_compressor.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/compress/compaction.h"
-#include "engine/compress/criticalkv_policy.h"
-#include "engine/compress/device_compressor.h"
 
 namespace kvserve {
 
@@ -40,12 +36,7 @@ SequenceCompressor::SequenceCompressor(const Model& model, const CompressionSett
       question_len_(std::max<int64_t>(1, std::min(prompt_len, probes_question_ ? s.question_tokens.value_or(s.window)
                                                                                  : s.window))),
       window_(model.config.n_layers, probes_question_ ? question_len_ : s.window, model.config.n_heads,
-              model.config.head_dim) {
-  if (policy_->UsesValueNorms()) {
-    value_norms_.assign(static_cast<size_t>(model.config.n_layers),
-                        std::vector<std::vector<float>>(static_cast<size_t>(model.config.n_kv_heads)));
-  }
-}
+              model.config.head_dim) {}
 
 SequenceCompressor::~SequenceCompressor() = default;
 
@@ -108,10 +99,14 @@ SequenceCompressor::PrefillStep SequenceCompressor::NextPrefill(absl::Span<const
 
 absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l,
                                                int64_t probe) {
-  using Clock = std::chrono::steady_clock;
   const ModelConfig& c = model_.config;
-  const auto t0 = Clock::now();
-  const int64_t len = seq.layer_len[l] - probe, kvh = c.n_kv_heads;
+  if (!layers_) {
+    // Every policy but merge-reduce (which takes MergeReduceStep instead) only scores.
+    const auto* scoring = dynamic_cast<const ScoringPolicy*>(policy_.get());
+    if (!scoring) return absl::InternalError(absl::StrCat("KV policy ", settings_.policy, " does not score"));
+    layers_ = std::make_unique<LayerCompressor>(backend, *scoring, c.n_layers);
+  }
+  const int64_t len = seq.layer_len[l] - probe;
   window_.CopyOrdered(l, &window_rows_);
   SelectionRequest r;
   r.layer = LayerKv{pool.view(), seq.layer_pages[l], len + probe};
@@ -122,62 +117,19 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
   r.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   r.wo = model_.weights.layers[l].wo;
   r.n_keep = std::min(quotas_[l], len);
-  if (!pool.host_memory()) {
-    // Pages in device memory: select and compact there (the host path below reads pages).
-    if (!device_) {
-      const std::optional<DeviceSelectionSpec> spec = DeviceSelectionFor(settings_);
-      if (!spec) {
-        return absl::UnimplementedError(absl::StrCat("KV policy ", settings_.policy,
-                                                     " has no device form; snapkv, pyramid and criticalkv do"));
-      }
-      device_ = std::make_unique<DeviceLayerCompressor>(backend, *spec, c.n_layers);
-    }
-    if (absl::Status st = device_->Compress(r, pool, seq, l); !st.ok()) return st;
-    // Enqueue time: the device work finishes asynchronously, so this is not its duration.
-    stats_.select_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    stats_.evicted_slots += len - seq.layer_len[l];
-    ++stats_.compactions;
-    return absl::OkStatus();
-  }
-  if (!value_norms_.empty()) {
-    // Project only the entries that arrived since the last selection.
-    auto& per_head = value_norms_[l];
-    const int64_t known = static_cast<int64_t>(per_head[0].size());
-    ProjectedValueNorms(r.WithoutProbe(), backend, &norms_fresh_, known);
-    norms_flat_.resize(static_cast<size_t>(kvh * len));
-    for (int64_t h = 0; h < kvh; ++h) {
-      per_head[h].insert(per_head[h].end(), norms_fresh_.begin() + h * (len - known),
-                         norms_fresh_.begin() + (h + 1) * (len - known));
-      std::copy(per_head[h].begin(), per_head[h].end(), norms_flat_.begin() + h * len);
-    }
-    r.value_norms = norms_flat_;
-  }
-  const Selection sel = policy_->Select(r, backend);
-  const auto t1 = Clock::now();
-  if (absl::Status st = CompactLayer(pool, seq, l, sel); !st.ok()) return st;
-  if (!value_norms_.empty()) {
-    for (int64_t h = 0; h < kvh; ++h) {
-      std::vector<float>& v = value_norms_[l][h];
-      for (int64_t i = 0; i < sel.n_keep; ++i) v[i] = v[sel.slots[h * sel.n_keep + i]];  // ascending: in place
-      v.resize(static_cast<size_t>(sel.n_keep));
-    }
-  }
-  stats_.select_seconds += std::chrono::duration<double>(t1 - t0).count();
-  stats_.compact_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
-  stats_.evicted_slots += len - seq.layer_len[l];
-  ++stats_.compactions;
-  return absl::OkStatus();
+  return layers_->Compress(r, pool, seq, l, &stats_);
 }
 
 absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done) {
-  if (!pool.host_memory() && (merge_reduce_ || settings_.auto_risk > 0)) {
-    return absl::UnimplementedError(
-        "merge-reduce and auto:RISK budgets read the pages on the host; their pool must be in host memory");
+  // Checked once per request up front (CheckDeviceForm); this guards direct callers.
+  if (!pool.host_memory() && (policy_->ReadsHostPages() || settings_.auto_risk > 0)) {
+    return absl::UnimplementedError(absl::StrCat("KV policy ", settings_.policy,
+                                                 " reads the pages on the host; its pool must be in host memory"));
   }
   const int64_t probe = std::exchange(pending_probe_, 0);
   // The compressibility estimate reads pages on the host; a device pool goes without it.
   if (pool.host_memory()) ObservePrompt(backend, pool, seq, prompt_done, probe);
-  if (merge_reduce_) return MergeReduceStep(pool, seq, prompt_done);
+  if (merge_reduce_) return MergeReduceStep(backend, pool, seq, prompt_done);
   const int64_t n_layers = static_cast<int64_t>(quotas_.size());
   const bool prompt_end = prompt_done && !prompt_compressed_;
   for (int64_t l = 0; l < n_layers; ++l) {

@@ -10,6 +10,7 @@
 #include "absl/types/span.h"
 #include "engine/compress/compressibility.h"
 #include "engine/compress/compression_settings.h"
+#include "engine/compress/layer_compressor.h"
 #include "engine/compress/merge_reduce.h"
 #include "engine/kv/query_window.h"
 #include "engine/kv/page_pool.h"
@@ -17,15 +18,6 @@
 #include "kernels/backend.h"
 
 namespace kvserve {
-
-class DeviceLayerCompressor;
-
-struct CompressionStats {
-  int64_t compactions = 0;       // layer compactions run
-  int64_t evicted_slots = 0;     // slots dropped, summed over layers
-  double select_seconds = 0;     // scoring and selection
-  double compact_seconds = 0;    // moving entries and freeing pages
-};
 
 class SequenceCompressor {
  public:
@@ -105,7 +97,7 @@ class SequenceCompressor {
   // auto:RISK, once the estimate is in: quotas from the estimate, buckets to match.
   void ApplyAutoBudget();
   int64_t MergeReducePeakPages(bool decode_only) const;
-  absl::Status MergeReduceStep(PagePool& pool, SequenceKv& seq, bool prompt_done);
+  absl::Status MergeReduceStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done);
   void ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done, int64_t probe);
 
   const Model& model_;
@@ -128,13 +120,9 @@ class SequenceCompressor {
   std::unique_ptr<CompressibilityEstimator> estimator_;
   std::vector<int64_t> estimated_len_;
   CompressibilityEstimate compressibility_;
-  // For policies that read ||v W_O|| per entry: per layer, per KV head, the norms of the
-  // slots computed so far, kept in step with compaction so each entry is projected once.
-  std::vector<std::vector<std::vector<float>>> value_norms_;
-  std::vector<float> norms_flat_, norms_fresh_;  // scratch
-  // Selection and compaction for a pool in device memory (device_compressor.h), made on
-  // the first layer compressed on such a backend.
-  std::unique_ptr<DeviceLayerCompressor> device_;
+  // Scoring, selection and compaction of one layer, wherever the pool is (layer_compressor.h),
+  // made with the backend of the first layer compressed; null for merge-reduce.
+  std::unique_ptr<LayerCompressor> layers_;
 };
 
 }  // namespace kvserve

@@ -56,7 +56,7 @@ int64_t SequenceCompressor::MergeReducePeakPages(bool decode_only) const {
   return pages;
 }
 
-absl::Status SequenceCompressor::MergeReduceStep(PagePool& pool, SequenceKv& seq, bool prompt_done) {
+absl::Status SequenceCompressor::MergeReduceStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done) {
   using Clock = std::chrono::steady_clock;
   const bool prompt_end = prompt_done && !prompt_compressed_;
   // prefill_end defers the first reductions to the end of the prompt; chunk reduces as it reads.
@@ -64,7 +64,7 @@ absl::Status SequenceCompressor::MergeReduceStep(PagePool& pool, SequenceKv& seq
     for (int64_t l = 0; l < static_cast<int64_t>(quotas_.size()); ++l) {
       const auto t0 = Clock::now();
       const int64_t before = seq.layer_len[l];
-      absl::StatusOr<int64_t> steps = merge_reduce_->ReduceLayer(pool, seq, l);
+      absl::StatusOr<int64_t> steps = merge_reduce_->ReduceLayer(backend, pool, seq, l);
       if (!steps.ok()) return steps.status();
       if (*steps == 0) continue;
       stats_.select_seconds += std::chrono::duration<double>(Clock::now() - t0).count();

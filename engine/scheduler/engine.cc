@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "engine/compress/device_compressor.h"
+#include "engine/compress/device_form.h"
 
 namespace kvserve {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "engine/compress/device_compressor.h"
+#include "engine/compress/device_form.h"
 #include "engine/compress/sequence_compressor.h"
 #include "engine/kv/kv_memory.h"
 

@@ -1,6 +1,7 @@
 // CpuBackend: the always-built reference backend, multi-threaded with OpenMP and OpenBLAS.
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/kv_compress_ops.h"
 #include "kernels/cpu/matmul.h"
 
 namespace kvserve {
@@ -43,8 +44,34 @@ class CpuBackend final : public Backend {
   }
   void Add(float* x, const float* y, int64_t n) override { cpu::Add(x, y, n); }
 
+  // KV compression. Scoring takes the float forms (the references' numerics differ in the
+  // last bits; the float forms are what the goldens pin); the rest are exact either way.
+  void SnapKvScores(const PagedKv& kv, const int32_t* pages, int64_t len, const float* window, int64_t w,
+                    const AttentionShape& shape, int64_t pool_kernel, float* scores) override {
+    cpu::SnapKvScoresBlas(kv, pages, len, window, w, shape.n_heads, shape.scale, pool_kernel, determinism_, scores);
+  }
+  void ProjectedValueNorms(const PagedKv& kv, const int32_t* pages, int64_t first, int64_t len, const WeightView& wo,
+                           int64_t n_heads, float* norms, int64_t stride) override {
+    cpu::ProjectedValueNormsBlas(kv, pages, first, len, wo, n_heads, determinism_, norms, stride);
+  }
+  void CriticalKvScores(const float* base, const float* norms, int64_t norms_stride, int64_t heads, int64_t len,
+                        int64_t n_first, float eps, float* merged) override {
+    cpu::CriticalKvScores(base, norms, norms_stride, heads, len, n_first, eps, merged);
+  }
+  void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int32_t* slots) override {
+    cpu::TopKPerHead(scores, heads, len, k, slots);
+  }
+  void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
+                 int64_t k) override {
+    cpu::CompactKv(kv, pages, len, slots, new_log_w, k, nullptr);
+  }
+  void GatherPerHead(const float* src, int64_t src_stride, const int32_t* slots, int64_t heads, int64_t k, float* dst,
+                     int64_t dst_stride) override {
+    cpu::GatherPerHead(src, src_stride, slots, heads, k, dst, dst_stride);
+  }
+
  private:
-  // Only the matmuls and attention vary with the batch; every other op computes each token on
+  // Only the matmuls, attention and the scores built on matmuls vary with the batch; every other op computes each token on
   // its own with one fixed loop.
   const Determinism determinism_;
 };

@@ -12,8 +12,10 @@ void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32
   for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
     for (int64_t i = 0; i < k; ++i) {
       const int64_t src = KvOffset(kv, pages, slots[h * k + i], h), dst = KvOffset(kv, pages, i, h);
-      CopyKvRows(kv, kv.k, dst, src, 1);
-      CopyKvRows(kv, kv.v, dst, src, 1);
+      if (src != dst) {
+        CopyKvRows(kv, kv.k, dst, src, 1);
+        CopyKvRows(kv, kv.v, dst, src, 1);
+      }
       kv.log_w[dst] = new_log_w ? new_log_w[h * k + i] : kv.log_w[src];
     }
   }

@@ -1,6 +1,8 @@
-// CPU references of the KV compression ops (scoring, per-head top-k, compaction): plain
-// loops with the same argument shapes as the CUDA launchers in kernels/cuda/cuda_ops.h. They
-// are the oracle for the CUDA kernels and must agree with engine/compress's policies.
+// The CPU backend's KV compression ops (scoring, per-head top-k, compaction), with the same
+// argument shapes as the CUDA launchers in kernels/cuda/cuda_ops.h. Scoring comes twice, as
+// a reference in plain double loops (the oracle of the CUDA kernels) and as the CPU backend's
+// float form beside it (matmuls through the BLAS; its numerics are what the kvpress goldens
+// pin); the two agree to float rounding (tests/engine/compress/kv_compress_reference_test).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -19,11 +21,22 @@ namespace kvserve::cpu {
 void SnapKvScores(const PagedKv& kv, const int32_t* pages, int64_t len, const float* window, int64_t w,
                   int64_t n_heads, float scale, int64_t pool_kernel, float* scores);
 
+// snapkv_scores.cc. The CPU backend's form of SnapKvScores: the same definition in float,
+// each query head's window logits one matmul [w, len] over the head's gathered keys.
+void SnapKvScoresBlas(const PagedKv& kv, const int32_t* pages, int64_t len, const float* window, int64_t w,
+                      int64_t n_heads, float scale, int64_t pool_kernel, Determinism determinism, float* scores);
+
 // value_norms.cc. norms [n_kv_heads, stride], columns [first, len): the mean over the query
 // heads h of KV head g of sum_o |sum_e v[s, g, e] * wo[o, h * head_dim + e]|.
 // wo [hidden, n_heads * head_dim].
 void ProjectedValueNorms(const PagedKv& kv, const int32_t* pages, int64_t first, int64_t len, const float* wo,
                          int64_t hidden, int64_t n_heads, float* norms, int64_t stride);
+
+// value_norms.cc. The CPU backend's form of ProjectedValueNorms: wo (any dtype) dequantized
+// once, then per query head one matmul of the values through its slice, in float.
+void ProjectedValueNormsBlas(const PagedKv& kv, const int32_t* pages, int64_t first, int64_t len,
+                             const WeightView& wo, int64_t n_heads, Determinism determinism, float* norms,
+                             int64_t stride);
 
 // value_norms.cc. merged [heads, len]: FLT_MAX for the n_first best entries of each head by
 // base [heads, len] (TopKPerHead's order), (base + eps) * norms elsewhere; norms
@@ -33,7 +46,7 @@ void CriticalKvScores(const float* base, const float* norms, int64_t norms_strid
 
 // topk_per_head.cc. slots [heads, k], ascending per head: the k best of scores [heads, len]
 // under one total order, higher score first and, for equal scores, lower slot first (the
-// rule of engine/compress/selection_util.h's TopNAscending). -0.0 equals +0.0.
+// rule every backend's TopKPerHead follows). -0.0 equals +0.0.
 void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int32_t* slots);
 
 // kv_compaction.cc. For each KV head h and i < k (slots [n_kv_heads, k] ascending per head):

@@ -42,7 +42,27 @@ class HostAsDeviceBackend final : public Backend {
   int64_t compression_ops = 0;
   void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int32_t* slots) override {
     ++compression_ops;
-    Backend::TopKPerHead(scores, heads, len, k, slots);
+    cpu_->TopKPerHead(scores, heads, len, k, slots);
+  }
+  void SnapKvScores(const PagedKv& kv, const int32_t* pages, int64_t len, const float* window, int64_t w,
+                    const AttentionShape& shape, int64_t pool_kernel, float* scores) override {
+    cpu_->SnapKvScores(kv, pages, len, window, w, shape, pool_kernel, scores);
+  }
+  void ProjectedValueNorms(const PagedKv& kv, const int32_t* pages, int64_t first, int64_t len, const WeightView& wo,
+                           int64_t n_heads, float* norms, int64_t stride) override {
+    cpu_->ProjectedValueNorms(kv, pages, first, len, wo, n_heads, norms, stride);
+  }
+  void CriticalKvScores(const float* base, const float* norms, int64_t norms_stride, int64_t heads, int64_t len,
+                        int64_t n_first, float eps, float* merged) override {
+    cpu_->CriticalKvScores(base, norms, norms_stride, heads, len, n_first, eps, merged);
+  }
+  void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
+                 int64_t k) override {
+    cpu_->CompactKv(kv, pages, len, slots, new_log_w, k);
+  }
+  void GatherPerHead(const float* src, int64_t src_stride, const int32_t* slots, int64_t heads, int64_t k, float* dst,
+                     int64_t dst_stride) override {
+    cpu_->GatherPerHead(src, src_stride, slots, heads, k, dst, dst_stride);
   }
 
  private:

@@ -20,7 +20,7 @@ TEST(CompactionTest, KeepsExactlyTheSelectedEntriesAndFreesTheTail) {
   sel.n_keep = 5;
   sel.slots = {0, 4, 7, 8, 20, /*head 1*/ 1, 2, 3, 15, 19};
   for (int32_t i = 0; i < 10; ++i) sel.log_w.push_back(-0.5f * static_cast<float>(i));
-  ASSERT_TRUE(CompactLayer(f.pool, f.seq, 0, sel).ok());
+  ASSERT_TRUE(CompactLayer(*MakeCpuBackend(), f.pool, f.seq, 0, sel).ok());
 
   EXPECT_EQ(f.seq.layer_len[0], 5);
   EXPECT_EQ(f.seq.layer_pages[0].size(), 2u);
@@ -46,7 +46,7 @@ TEST(CompactionTest, RejectsABadSelectionWithoutChangingAnything) {
   Selection out_of_range{2, {3, 10}, {0, 0}};
   Selection wrong_size{3, {1, 2}, {0, 0}};
   for (const Selection& s : {unordered, out_of_range, wrong_size}) {
-    const absl::Status st = CompactLayer(f.pool, f.seq, 0, s);
+    const absl::Status st = CompactLayer(*MakeCpuBackend(), f.pool, f.seq, 0, s);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
     EXPECT_EQ(f.seq.layer_len[0], 10);
   }
@@ -60,7 +60,7 @@ TEST(CompactionTest, ReservedSequenceKeepsFreedPagesInItsReservationUntilItShrin
   ASSERT_TRUE(seq.GrowLayer(pool, 0, 40).ok());
   seq.layer_len[0] = 40;
   Selection sel{6, {0, 1, 2, 3, 38, 39}, std::vector<float>(6, 0.0f)};
-  ASSERT_TRUE(CompactLayer(pool, seq, 0, sel).ok());
+  ASSERT_TRUE(CompactLayer(*MakeCpuBackend(), pool, seq, 0, sel).ok());
   EXPECT_EQ(pool.stats().pages_used, 2);
   EXPECT_EQ(pool.stats().pages_reserved, 10);
   EXPECT_EQ(pool.unpromised_pages(), 10);

@@ -4,14 +4,13 @@
 
 #include <cmath>
 
-#include "engine/compress/basic_policies.h"
-#include "engine/compress/snapkv_scorer.h"
+#include "engine/compress/snapkv_policy.h"
 #include "tests/engine/compress/layer_fixture.h"
 
 namespace kvserve {
 namespace {
 
-TEST(CriticalKvTest, ProjectedValueNormsMatchADenseReference) {
+TEST(CriticalKvTest, TheCpuBackendsProjectedValueNormsMatchADenseReference) {
   const int64_t len = 37, kvh = 2, group = 3, d = 8, n_heads = kvh * group, hidden = 20;
   LayerFixture f(len, kvh, d);
   f.FillRandom(3);
@@ -24,8 +23,8 @@ TEST(CriticalKvTest, ProjectedValueNormsMatchADenseReference) {
   r.n_heads = n_heads;
   r.wo = WeightView{DType::kF32, hidden, n_heads * d, wo.data()};
   auto backend = MakeCpuBackend();
-  std::vector<float> got;
-  ProjectedValueNorms(r, *backend, &got);
+  std::vector<float> got(static_cast<size_t>(kvh * len));
+  backend->ProjectedValueNorms(r.layer.kv, r.layer.pages.data(), 0, len, r.wo, n_heads, got.data(), len);
   for (int64_t g = 0; g < kvh; ++g) {
     for (int64_t s = 0; s < len; ++s) {
       double mean = 0;
@@ -71,11 +70,11 @@ TEST(CriticalKvTest, KeepsALowAttentionEntryWithALargeProjectedValue) {
   r.n_keep = w + 2;  // stage 1 keeps 3: the window first, then stage 2 fills 3 more
   auto backend = MakeCpuBackend();
 
-  const Selection snap = ScorerPolicy("snapkv", std::make_unique<SnapKvScorer>(1)).Select(r, *backend);
+  const Selection snap = SnapKvPolicy("snapkv", 1).Select(r, *backend);
   EXPECT_EQ(std::count(snap.slots.begin(), snap.slots.end(), 9), 0) << "attention alone drops slot 9";
   EXPECT_EQ(std::count(snap.slots.begin(), snap.slots.end(), 3), 1);
 
-  const Selection crit = CriticalKvPolicy(std::make_unique<SnapKvScorer>(1), 0.5).Select(r, *backend);
+  const Selection crit = CriticalKvPolicy(1, 0.5).Select(r, *backend);
   EXPECT_EQ(std::count(crit.slots.begin(), crit.slots.end(), 9), 1) << "its projected value is large";
   EXPECT_EQ(crit.n_keep, w + 2);
   EXPECT_TRUE(std::is_sorted(crit.slots.begin(), crit.slots.end()));

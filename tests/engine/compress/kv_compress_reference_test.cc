@@ -1,16 +1,18 @@
-// The chain engine policy == kernels/cpu reference (== CUDA kernel, tests/kernels/cuda): the CPU
-// references of the compression ops against engine/compress's SnapKV scorer, CriticalKV
-// policy, per-head selection and compaction, on random layers in shuffled pages.
+// The chain CPU backend == kernels/cpu reference (== CUDA kernel, tests/kernels/cuda): the CPU
+// references of the compression ops against the CPU backend's float forms and against
+// engine/compress's SnapKV and CriticalKV policies and compaction, on random layers in
+// shuffled pages.
 #include "kernels/cpu/kv_compress_ops.h"
 
 #include <cmath>
 #include <random>
 
-#include "engine/compress/basic_policies.h"
+#include <algorithm>
+#include <numeric>
+
 #include "engine/compress/compaction.h"
 #include "engine/compress/criticalkv_policy.h"
-#include "engine/compress/selection_util.h"
-#include "engine/compress/snapkv_scorer.h"
+#include "engine/compress/snapkv_policy.h"
 #include "tests/engine/compress/layer_fixture.h"
 
 namespace kvserve {
@@ -44,6 +46,13 @@ struct RandomLayer {
   const float* LastQueries() const {
     return window.data() + (r.window_len - std::min(r.window_len, r.layer.len)) * kHeads * kHeadDim;
   }
+  // The CPU backend's scores.
+  std::vector<float> BackendScores(Backend& backend, int64_t kernel) const {
+    std::vector<float> s(static_cast<size_t>(kKvHeads * r.layer.len));
+    backend.SnapKvScores(r.layer.kv, r.layer.pages.data(), r.layer.len, LastQueries(),
+                         std::min(r.window_len, r.layer.len), AttentionShape{kHeads, r.scale}, kernel, s.data());
+    return s;
+  }
   std::vector<float> RefScores(int64_t kernel) const {
     std::vector<float> s(static_cast<size_t>(kKvHeads * r.layer.len));
     cpu::SnapKvScores(r.layer.kv, r.layer.pages.data(), r.layer.len, LastQueries(),
@@ -63,38 +72,36 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
   }
 }
 
-TEST(KvCompressReferenceTest, SnapKvScoresMatchTheEngineScorer) {
+TEST(KvCompressReferenceTest, SnapKvScoresMatchTheCpuBackend) {
   auto backend = MakeCpuBackend();
   // (len, window): window shorter than, equal to and longer than the layer.
   for (auto [len, window_len] : {std::pair<int64_t, int64_t>{61, 7}, {9, 9}, {5, 8}, {40, 1}}) {
     RandomLayer L(len, window_len, 11 + static_cast<uint32_t>(len));
-    std::vector<float> engine;
-    SnapKvScorer(5).Score(L.r, *backend, &engine);
-    ExpectClose(L.RefScores(5), engine, 1e-5);
+    ExpectClose(L.RefScores(5), L.BackendScores(*backend, 5), 1e-5);
   }
 }
 
 TEST(KvCompressReferenceTest, SnapKvKeptSetsMatchTheEngineSelection) {
   auto backend = MakeCpuBackend();
   RandomLayer L(77, 6, 3);
-  std::vector<float> engine;
-  SnapKvScorer(5).Score(L.r, *backend, &engine);
   const std::vector<float> ref = L.RefScores(5);
   for (int64_t k : {1, 6, 20, 77}) {
-    const Selection sel = SelectTopPerHead(L.r.layer, engine, k);
+    L.r.n_keep = k;
+    const Selection sel = SnapKvPolicy("snapkv", 5).Select(L.r, *backend);
     std::vector<int32_t> slots(static_cast<size_t>(RandomLayer::kKvHeads * k));
     cpu::TopKPerHead(ref.data(), RandomLayer::kKvHeads, 77, k, slots.data());
     EXPECT_EQ(slots, sel.slots) << "k " << k;
   }
 }
 
-TEST(KvCompressReferenceTest, ProjectedValueNormsMatchTheEngine) {
+TEST(KvCompressReferenceTest, ProjectedValueNormsMatchTheCpuBackend) {
   auto backend = MakeCpuBackend();
   RandomLayer L(45, 4, 7);
   for (int64_t first : {0, 13}) {
-    std::vector<float> engine;
-    ProjectedValueNorms(L.r, *backend, &engine, first);
-    const int64_t n = 45 - first, stride = 50;
+    const int64_t stride = 50;
+    std::vector<float> engine(static_cast<size_t>(RandomLayer::kKvHeads * stride), -1.0f);
+    backend->ProjectedValueNorms(L.r.layer.kv, L.r.layer.pages.data(), first, 45, L.r.wo, RandomLayer::kHeads,
+                                 engine.data(), stride);
     std::vector<float> ref(static_cast<size_t>(RandomLayer::kKvHeads * stride), -1.0f);
     cpu::ProjectedValueNorms(L.r.layer.kv, L.r.layer.pages.data(), first, 45, L.wo.data(), RandomLayer::kHidden,
                              RandomLayer::kHeads, ref.data(), stride);
@@ -103,8 +110,9 @@ TEST(KvCompressReferenceTest, ProjectedValueNormsMatchTheEngine) {
         const float got = ref[h * stride + s];
         if (s < first || s >= 45) {
           EXPECT_EQ(got, -1.0f) << "column " << s << " outside [first, len) was written";
+          EXPECT_EQ(engine[h * stride + s], -1.0f) << "column " << s << " outside [first, len) was written";
         } else {
-          const float want = engine[h * n + s - first];
+          const float want = engine[h * stride + s];
           EXPECT_NEAR(got, want, 1e-5 * want) << "head " << h << " slot " << s;
         }
       }
@@ -122,7 +130,7 @@ TEST(KvCompressReferenceTest, CriticalKvKeptSetsMatchThePolicy) {
     const int64_t len = 90, heads = RandomLayer::kKvHeads;
     for (int64_t k : {4, 25, 60}) {
       L.r.n_keep = k;
-      const Selection sel = CriticalKvPolicy(std::make_unique<SnapKvScorer>(5), ratio).Select(L.r, *backend);
+      const Selection sel = CriticalKvPolicy(5, ratio).Select(L.r, *backend);
       const std::vector<float> base = L.RefScores(5);
       std::vector<float> norms(static_cast<size_t>(heads * len)), merged(norms.size());
       cpu::ProjectedValueNorms(L.r.layer.kv, L.r.layer.pages.data(), 0, len, L.wo.data(), RandomLayer::kHidden,
@@ -136,19 +144,27 @@ TEST(KvCompressReferenceTest, CriticalKvKeptSetsMatchThePolicy) {
   }
 }
 
-TEST(KvCompressReferenceTest, TopKBreaksTiesLikeTheEngine) {
+TEST(KvCompressReferenceTest, TopKBreaksTiesLikeAFullSort) {
   // Scores from a handful of values (many exact ties, signed zeros among them).
   const int64_t heads = 3, len = 200;
   std::mt19937 rng(9);
   const float values[] = {0.0f, -0.0f, 1.0f, 2.5f, -1.0f};
   std::vector<float> scores(static_cast<size_t>(heads * len));
   for (float& s : scores) s = values[rng() % 5];
-  LayerFixture f(len, heads, 1);
   for (int64_t k : {1, 37, 100, 199, 200}) {
-    const Selection sel = SelectTopPerHead(f.layer(), scores, k);
+    std::vector<int32_t> want;
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* sc = scores.data() + h * len;
+      std::vector<int32_t> order(static_cast<size_t>(len));
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(),
+                [&](int32_t a, int32_t b) { return sc[a] > sc[b] || (sc[a] == sc[b] && a < b); });
+      std::sort(order.begin(), order.begin() + k);
+      want.insert(want.end(), order.begin(), order.begin() + k);
+    }
     std::vector<int32_t> slots(static_cast<size_t>(heads * k));
     cpu::TopKPerHead(scores.data(), heads, len, k, slots.data());
-    EXPECT_EQ(slots, sel.slots) << "k " << k;
+    EXPECT_EQ(slots, want) << "k " << k;
   }
   // The rule itself: among equal scores the lower slot is kept.
   const std::vector<float> flat = {1, 3, 3, 3, 0, 3};
@@ -181,7 +197,7 @@ TEST(KvCompressReferenceTest, CompactionMatchesCompactLayerAndListsTheFreedPages
       }
     }
     const std::vector<int32_t> pages_before = a.seq.layer_pages[0];
-    ASSERT_TRUE(CompactLayer(a.pool, a.seq, 0, sel).ok());
+    ASSERT_TRUE(CompactLayer(*MakeCpuBackend(), a.pool, a.seq, 0, sel).ok());
     std::vector<int32_t> freed;
     const LayerKv lb = b.layer();
     cpu::CompactKv(lb.kv, lb.pages.data(), len, sel.slots.data(), weighted ? sel.log_w.data() : nullptr, k, &freed);

@@ -83,6 +83,7 @@ TEST(MergeReduceBucketsTest, ShapeForPromptKeepsMoreOfThePromptWithinTheSameBoun
 
 TEST(MergeReduceTest, ReduceLayerKeepsCountsWeightsAndTheWindow) {
   const int64_t len = 150, heads = 3, d = 8, window = 10;
+  auto backend = MakeCpuBackend();
   LayerFixture f(len, heads, d);
   f.FillRandom(8);
   std::mt19937 rng(3);
@@ -100,7 +101,7 @@ TEST(MergeReduceTest, ReduceLayerKeepsCountsWeightsAndTheWindow) {
     g.log_w = f.log_w;
     g.Store();
     MergeReduce mr(MakeReducer(kind, 4), {MergeReduceShape{8, window, kMergeReduceMaxLevel}}, 11);
-    const absl::StatusOr<int64_t> steps = mr.ReduceLayer(g.pool, g.seq, 0);
+    const absl::StatusOr<int64_t> steps = mr.ReduceLayer(*backend, g.pool, g.seq, 0);
     ASSERT_TRUE(steps.ok()) << steps.status();
     // 140 raw entries outside the window: 8 REDUCEs of 16 -> 8, with carries 8 + 4 + 2 + 1.
     EXPECT_EQ(*steps, 15) << kind;
@@ -126,13 +127,14 @@ TEST(MergeReduceTest, SinksAreNeverReduced) {
   // The first entries carry most of the attention in real models; a REDUCE must not move
   // their mass onto other keys, so they stay first, with their own weight, at every step.
   const int64_t len = 150, heads = 2, d = 8, window = 10, sinks = 4;
+  auto backend = MakeCpuBackend();
   for (const char* kind : {"random", "cluster"}) {
     LayerFixture g(len, heads, d);
     g.FillRandom(9);
     g.Store();
     const std::vector<float> k0 = g.k;
     MergeReduce mr(MakeReducer(kind, 4), {MergeReduceShape{8, window, kMergeReduceMaxLevel, sinks}}, 5);
-    ASSERT_TRUE(mr.ReduceLayer(g.pool, g.seq, 0).ok());
+    ASSERT_TRUE(mr.ReduceLayer(*backend, g.pool, g.seq, 0).ok());
     // 136 raw entries outside sinks and window: 8 REDUCEs of 16 -> one level-3 bucket.
     EXPECT_EQ(g.seq.layer_len[0], sinks + 8 + (136 - 128) + window) << kind;
     const LayerKv L = g.layer();

@@ -5,7 +5,7 @@
 // name, and on a real model the needle kept where window scoring loses it.
 #include <memory>
 
-#include "engine/compress/keydiff_scorer.h"
+#include "engine/compress/keydiff_policy.h"
 #include "engine/compress/sequence_compressor.h"
 #include "engine/offline/cache_evaluator.h"
 #include "engine/offline/retrieval_tasks.h"
@@ -148,7 +148,7 @@ TEST_F(QuestionProbeTest, BadQuestionSettingsAreRefusedByName) {
   EXPECT_EQ(comp->window()->capacity(), 5);
 }
 
-TEST(KeyDiffScorerTest, TheKeyThatPointsAwayFromTheRestScoresHighest) {
+TEST(KeyDiffPolicyTest, TheKeyThatPointsAwayFromTheRestScoresHighest) {
   const int64_t len = 40, kvh = 2, d = 8;
   LayerFixture f(len, kvh, d);
   f.FillRandom(3);
@@ -163,11 +163,11 @@ TEST(KeyDiffScorerTest, TheKeyThatPointsAwayFromTheRestScoresHighest) {
   SelectionRequest r;
   r.layer = f.layer();
   r.n_keep = 3;
-  KeyDiffScorer scorer;
-  EXPECT_FALSE(scorer.UsesQueries());
+  EXPECT_FALSE(KeyDiffPolicy().ScoresWithQueries());
+  EXPECT_TRUE(KeyDiffPolicy().ReadsHostPages());
   std::vector<float> scores;
   auto backend = MakeCpuBackend();
-  scorer.Score(r, *backend, &scores);
+  KeyDiffScores(r.layer, &scores);
   ASSERT_EQ(scores.size(), static_cast<size_t>(kvh * len));
   const float* head1 = scores.data() + len;
   EXPECT_EQ(std::max_element(head1, head1 + len) - head1, 17);

@@ -6,7 +6,6 @@
 #include "engine/compress/basic_policies.h"
 #include "engine/compress/compaction.h"
 #include "engine/compress/criticalkv_policy.h"
-#include "engine/compress/snapkv_scorer.h"
 #include "engine/generator.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
@@ -61,7 +60,7 @@ TEST_F(SequenceCompressorTest, CompactingWithTheFullPolicyChangesNoLogit) {
         SelectionRequest r;
         r.layer = LayerKv{pool.view(), seq.layer_pages[l], seq.layer_len[l]};
         r.n_keep = seq.layer_len[l];
-        EXPECT_TRUE(CompactLayer(pool, seq, l, FullPolicy().Select(r, *backend_)).ok());
+        EXPECT_TRUE(CompactLayer(*backend_, pool, seq, l, FullPolicy().Select(r, *backend_)).ok());
       }
     }
     seq.Release(pool);
@@ -104,7 +103,7 @@ TEST_F(SequenceCompressorTest, CriticalKvWithCachedValueNormsSelectsAsIfRecomput
     PagePool pool({comp->PeakPages(), ps, c.n_kv_heads, c.head_dim});
     SequenceKv seq(c.n_layers);
     LlamaForward fwd(*model_, *backend_, pool);
-    CriticalKvPolicy plain(std::make_unique<SnapKvScorer>(kv.pool_kernel), kv.first_stage_ratio);
+    CriticalKvPolicy plain(kv.pool_kernel, kv.first_stage_ratio);
     std::vector<int32_t> tokens = Prompt(static_cast<int>(prompt_len));
     std::vector<float> logits, rows;
     std::vector<std::vector<float>> all;
@@ -131,7 +130,7 @@ TEST_F(SequenceCompressorTest, CriticalKvWithCachedValueNormsSelectsAsIfRecomput
           r.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
           r.wo = model_->weights.layers[l].wo;
           r.n_keep = q;
-          EXPECT_TRUE(CompactLayer(pool, seq, l, plain.Select(r, *backend_)).ok());
+          EXPECT_TRUE(CompactLayer(*backend_, pool, seq, l, plain.Select(r, *backend_)).ok());
         }
       }
       if (pos >= prompt_len) {

@@ -1,6 +1,7 @@
-// SnapKV scores against a dense double-precision reference written from the paper's
-// definition, and on hand-made tensors where the right selection is known.
-#include "engine/compress/snapkv_scorer.h"
+// SnapKV scores (the CPU backend's Backend::SnapKvScores) against a dense double-precision
+// reference written from the paper's definition, and on hand-made tensors where the right
+// selection is known.
+#include "engine/compress/snapkv_policy.h"
 
 #include <cmath>
 
@@ -70,8 +71,10 @@ TEST_P(SnapKvReferenceTest, ScoresMatchTheDenseReference) {
   r.n_heads = n_heads;
   r.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   auto backend = MakeCpuBackend();
-  std::vector<float> got;
-  SnapKvScorer(c.kernel).Score(r, *backend, &got);
+  const int64_t w = std::min(c.window, c.len);
+  std::vector<float> got(static_cast<size_t>(c.kvh * c.len));
+  backend->SnapKvScores(r.layer.kv, r.layer.pages.data(), c.len, q.data() + (c.window - w) * n_heads * c.d, w,
+                        AttentionShape{n_heads, r.scale}, c.kernel, got.data());
   const std::vector<double> want = ReferenceSnapKv(f, c.len, c.kvh, c.d, q, c.window, n_heads, r.scale, c.kernel);
   const int64_t m = c.len - std::min(c.window, c.len);
   ASSERT_EQ(got.size(), want.size());
@@ -112,7 +115,7 @@ TEST(SnapKvPolicyTest, KeepsTheEntryTheWindowAttendsToAndTheWindow) {
   r.scale = 1.0f;
   r.n_keep = w + 1;
   auto backend = MakeCpuBackend();
-  ScorerPolicy snapkv("snapkv", std::make_unique<SnapKvScorer>(1));
+  SnapKvPolicy snapkv("snapkv", 1);
   const Selection sel = snapkv.Select(r, *backend);
   EXPECT_EQ(sel.slots, (std::vector<int32_t>{5, 20, 21, 22, 23}));
 }

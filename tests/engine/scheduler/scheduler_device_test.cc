@@ -149,7 +149,7 @@ TEST_F(SchedulerDeviceTest, PoliciesWithoutADeviceFormAreRefusedAtSubmitAndOther
     double auto_risk;
     std::string named;  // what the message must name
   };
-  for (const Refused& r : std::vector<Refused>{{"streaming", 0, "streaming"},
+  for (const Refused& r : std::vector<Refused>{{"keydiff", 0, "keydiff"},
                                                {"mergereduce:random", 0, "mergereduce:random"},
                                                {"mergereduce:cluster", 0, "mergereduce:cluster"},
                                                {"snapkv", 0.2, "auto:0.2"}}) {
@@ -177,7 +177,7 @@ TEST_F(SchedulerDeviceTest, PoliciesWithoutADeviceFormAreRefusedAtSubmitAndOther
   auto cpu = MakeCpuBackend();
   PagePool host({2048, 8, model_->config.n_kv_heads, model_->config.head_dim});
   Scheduler host_sched(*model_, *tokenizer_, *cpu, host, config);
-  EXPECT_TRUE(host_sched.Submit(Request({Prompt(50, 2), "streaming", "prefill_end"}, std::make_shared<Collected>())).ok());
+  EXPECT_TRUE(host_sched.Submit(Request({Prompt(50, 2), "keydiff", "prefill_end"}, std::make_shared<Collected>())).ok());
 }
 
 TEST_F(SchedulerDeviceTest, EngineAllocatesItsPoolOnTheBackendAndRefusesHostOnlyDefaults) {
@@ -185,15 +185,15 @@ TEST_F(SchedulerDeviceTest, EngineAllocatesItsPoolOnTheBackendAndRefusesHostOnly
   EngineConfig config;
   config.num_pages = 512;
   config.page_size = 8;
-  config.scheduler.kv_defaults.policy = "streaming";
+  config.scheduler.kv_defaults.policy = "keydiff";
   config.scheduler.kv_defaults.budget = 40;
   auto refused = Engine::Start(*model_, *tokenizer_, device, config);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("--kv-policy"), std::string::npos) << refused.status();
-  EXPECT_NE(refused.status().message().find("streaming"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("keydiff"), std::string::npos) << refused.status();
   auto cpu = MakeCpuBackend();
-  EXPECT_TRUE(Engine::Start(*model_, *tokenizer_, *cpu, config).ok()) << "streaming runs on a host pool";
+  EXPECT_TRUE(Engine::Start(*model_, *tokenizer_, *cpu, config).ok()) << "keydiff runs on a host pool";
 
   // With a device-form default the engine runs; LlamaForward refuses a host pool on a
   // non-host backend, so finishing proves the pool was allocated through the backend.

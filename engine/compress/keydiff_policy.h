@@ -4,14 +4,21 @@
 // keys. Keys that look like every other key are what attention spreads thinly over; distinct
 // ones carry what a later query can single out. (Public reference: kvpress KeyDiffPress.)
 #pragma once
+#include <vector>
+
 #include "engine/compress/kv_policy.h"
 
 namespace kvserve {
 
-class KeyDiffScorer : public KvScorer {
+// It reads keys on the host, so it runs only over a pool in host memory (ReadsHostPages).
+class KeyDiffPolicy : public ScoringPolicy {
  public:
-  void Score(const SelectionRequest& r, Backend& backend, std::vector<float>* scores) const override;
-  bool UsesQueries() const override { return false; }
+  std::string_view Name() const override { return "keydiff"; }
+  void Score(const SelectionRequest& r, Backend& backend, BackendScratch& scratch, float* scores) const override;
+  bool ReadsHostPages() const override { return true; }
 };
+
+// scores [n_kv_heads, layer.len] on the host: KeyDiff's score of every slot of the layer.
+void KeyDiffScores(const LayerKv& layer, std::vector<float>* scores);
 
 }  // namespace kvserve

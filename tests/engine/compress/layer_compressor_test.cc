@@ -1,15 +1,14 @@
-// The device path of KV compression, run on the CPU: a backend that says its memory is not
-// host memory (but keeps it on the host) sends SequenceCompressor through
-// DeviceLayerCompressor and the Backend's compression ops (their CPU references), exactly the
-// calls CudaBackend serves on a GPU. It must select and compact as the host path does.
-#include "engine/compress/device_compressor.h"
+// KV compression over a pool in device memory, run on the CPU: a backend that says its memory
+// is not host memory (but keeps it on the host) sends SequenceCompressor through the same
+// LayerCompressor and Backend compression ops as the CPU backend, with every copy a device
+// pool needs, exactly the calls CudaBackend serves on a GPU. It must select and compact as a
+// host pool does, and refuse the policies that read pages on the host.
+#include "engine/compress/layer_compressor.h"
 
 #include <cmath>
 
-#include "engine/compress/basic_policies.h"
 #include "engine/compress/compaction.h"
-#include "engine/compress/criticalkv_policy.h"
-#include "engine/compress/snapkv_scorer.h"
+#include "engine/compress/device_form.h"
 #include "tests/engine/compress/layer_fixture.h"
 #include "tests/engine/compress/tiny_generation_fixture.h"
 #include "tests/kernels/host_as_device_backend.h"
@@ -17,11 +16,11 @@
 namespace kvserve {
 namespace {
 
-TEST(DeviceLayerCompressorTest, CompactsALayerAsTheHostPathDoes) {
+TEST(LayerCompressorTest, CompactsADevicePoolAsAHostPool) {
   const int64_t len = 70, kvh = 2, group = 2, d = 8, hidden = 16, window_len = 6, k = 23;
   // probe 5: the last 5 slots are a question probe's, scored with but never kept.
   for (const int64_t probe : {0, 5})
-  for (const char* policy : {"snapkv", "criticalkv"}) {
+  for (const char* policy : {"snapkv", "criticalkv", "streaming"}) {
     LayerFixture host(len, kvh, d), dev(len, kvh, d);
     host.FillRandom(4);
     dev.FillRandom(4);
@@ -46,14 +45,17 @@ TEST(DeviceLayerCompressorTest, CompactsALayerAsTheHostPathDoes) {
     };
     auto cpu = MakeCpuBackend();
     const Selection sel = (*MakeKvPolicy(s))->Select(request(host), *cpu);
-    ASSERT_TRUE(CompactLayer(host.pool, host.seq, 0, sel).ok());
+    ASSERT_TRUE(CompactLayer(*cpu, host.pool, host.seq, 0, sel).ok());
     for (int32_t slot : sel.slots) ASSERT_LT(slot, len - probe) << policy << ": a probe slot was kept";
 
     HostAsDeviceBackend backend;
-    const std::optional<DeviceSelectionSpec> spec = DeviceSelectionFor(s);
-    ASSERT_TRUE(spec.has_value());
-    DeviceLayerCompressor compressor(backend, *spec, 1);
-    ASSERT_TRUE(compressor.Compress(request(dev), dev.pool, dev.seq, 0).ok());
+    ASSERT_TRUE(HasDeviceForm(s));
+    const std::unique_ptr<KvPolicy> p = *MakeKvPolicy(s);
+    LayerCompressor compressor(backend, dynamic_cast<const ScoringPolicy&>(*p), 1);
+    CompressionStats stats;
+    ASSERT_TRUE(compressor.Compress(request(dev), dev.pool, dev.seq, 0, &stats).ok());
+    EXPECT_EQ(stats.compactions, 1);
+    EXPECT_EQ(stats.evicted_slots, len - probe - k);
     EXPECT_GT(backend.compression_ops, 0) << policy;
 
     ASSERT_EQ(dev.seq.layer_len[0], k) << policy;
@@ -70,24 +72,27 @@ TEST(DeviceLayerCompressorTest, CompactsALayerAsTheHostPathDoes) {
   }
 }
 
-TEST(DeviceLayerCompressorTest, OnlySnapKvScoredPoliciesHaveADeviceForm) {
-  for (const char* p : {"snapkv", "pyramid", "criticalkv"}) {
+TEST(LayerCompressorTest, OnlyPoliciesThatReadNoHostPageHaveADeviceForm) {
+  for (const char* p : {"full", "snapkv", "pyramid", "criticalkv", "streaming"}) {
     CompressionSettings s;
     s.policy = p;
-    EXPECT_TRUE(DeviceSelectionFor(s).has_value()) << p;
+    EXPECT_TRUE(HasDeviceForm(s)) << p;
+    EXPECT_TRUE(CheckDeviceForm(s, "cuda").ok()) << p;
   }
-  for (const char* p : {"full", "streaming", "mergereduce:random", "mergereduce:cluster"}) {
+  for (const char* p : {"keydiff", "mergereduce:random", "mergereduce:cluster"}) {
     CompressionSettings s;
     s.policy = p;
-    EXPECT_FALSE(DeviceSelectionFor(s).has_value()) << p;
+    EXPECT_FALSE(HasDeviceForm(s)) << p;
+    EXPECT_EQ(CheckDeviceForm(s, "cuda").code(), absl::StatusCode::kInvalidArgument) << p;
   }
   CompressionSettings risk;
   risk.policy = "snapkv";
   risk.auto_risk = 0.1;
-  EXPECT_FALSE(DeviceSelectionFor(risk).has_value()) << "auto:RISK reads host pages";
+  EXPECT_FALSE(HasDeviceForm(risk)) << "auto:RISK reads host pages";
+  EXPECT_NE(CheckDeviceForm(risk, "cuda").message().find("auto:0.1"), std::string::npos);
 }
 
-TEST(DeviceLayerCompressorTest, WeightedSelectionsFromTheHostGatherOnADevicePool) {
+TEST(LayerCompressorTest, WeightedSelectionsFromTheHostGatherOnADevicePool) {
   // A merge-reduce style selection (new log-weights) applied to a pool in "device" memory
   // through Backend::CompactKv, against CompactLayer on the same data in a host pool.
   const int64_t len = 37, heads = 2, d = 4, ps = 4, n = 10;
@@ -119,8 +124,8 @@ TEST(DeviceLayerCompressorTest, WeightedSelectionsFromTheHostGatherOnADevicePool
       sel.log_w.push_back(-0.5f * static_cast<float>(i) + static_cast<float>(h));
     }
   }
-  ASSERT_TRUE(CompactLayer(host, a, 0, sel).ok());
-  ASSERT_TRUE(CompactLayerOn(backend, dev, b, 0, sel).ok());
+  ASSERT_TRUE(CompactLayer(*MakeCpuBackend(), host, a, 0, sel).ok());
+  ASSERT_TRUE(CompactLayer(backend, dev, b, 0, sel).ok());
   EXPECT_EQ(b.layer_len[0], n);
   EXPECT_EQ(b.layer_pages[0], a.layer_pages[0]);
   EXPECT_EQ(dev.free_pages(), host.free_pages());
@@ -137,7 +142,7 @@ TEST(DeviceLayerCompressorTest, WeightedSelectionsFromTheHostGatherOnADevicePool
   // A bad selection changes nothing on either kind of pool.
   Selection bad = sel;
   bad.slots[1] = bad.slots[0];
-  EXPECT_EQ(CompactLayerOn(backend, dev, b, 0, bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CompactLayer(backend, dev, b, 0, bad).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(b.layer_len[0], n);
 }
 
@@ -145,7 +150,7 @@ class DeviceCompressionGenerationTest : public TinyGenerationTest {};
 
 TEST_F(DeviceCompressionGenerationTest, GeneratesAsTheHostPathDoes) {
   const auto prompt = Prompt(150);
-  for (const char* policy : {"snapkv", "criticalkv", "pyramid"}) {
+  for (const char* policy : {"snapkv", "criticalkv", "pyramid", "streaming"}) {
     for (CompressAt at : {CompressAt::kChunk, CompressAt::kPrefillEnd}) {
       CompressionSettings kv;
       kv.policy = policy;
@@ -182,14 +187,14 @@ TEST_F(DeviceCompressionGenerationTest, PoliciesWithoutADeviceFormAreRefused) {
   backend_ = std::make_unique<HostAsDeviceBackend>();
   GenerationOptions o;
   o.max_new_tokens = 4;
-  o.compression.policy = "streaming";
+  o.compression.policy = "keydiff";
   o.compression.budget = 40;
   const auto g = Generate(*model_, *tokenizer_, *backend_, Prompt(100), o);
   ASSERT_FALSE(g.ok());
   // The server's answer (Generate is a one-request scheduler run): the request is refused
   // before any prefill, naming the policy.
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(g.status().message().find("KV policy streaming has no device form"), std::string::npos) << g.status();
+  EXPECT_NE(g.status().message().find("KV policy keydiff has no device form"), std::string::npos) << g.status();
 }
 
 }  // namespace
