@@ -3,27 +3,32 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace kvserve {
 
+namespace {
+constexpr std::string_view kPlanNames[] = {"uniform", "pyramid", "ripple"};  // BudgetPlan's order
+}  // namespace
+
+absl::Span<const std::string_view> BudgetPlanNames() { return kPlanNames; }
+
 absl::StatusOr<BudgetPlan> ParseBudgetPlan(std::string_view name) {
-  if (name == "uniform") return BudgetPlan::kUniform;
-  if (name == "pyramid") return BudgetPlan::kPyramid;
-  if (name == "ripple") return BudgetPlan::kRipple;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown KV budget plan '", std::string(name), "' (expected uniform, pyramid or ripple)"));
+  for (size_t i = 0; i < std::size(kPlanNames); ++i) {
+    if (name == kPlanNames[i]) return static_cast<BudgetPlan>(i);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown KV budget plan '", std::string(name), "' (expected ",
+                                                 absl::StrJoin(kPlanNames, ", ",
+                                                               [](std::string* out, std::string_view n) {
+                                                                 out->append(n);
+                                                               }),
+                                                 ")"));
 }
 
-std::string_view BudgetPlanName(BudgetPlan plan) {
-  switch (plan) {
-    case BudgetPlan::kPyramid: return "pyramid";
-    case BudgetPlan::kRipple: return "ripple";
-    case BudgetPlan::kUniform: break;
-  }
-  return "uniform";
-}
+std::string_view BudgetPlanName(BudgetPlan plan) { return kPlanNames[static_cast<size_t>(plan)]; }
 
 int64_t PyramidLayerBudget(int64_t layer, int64_t n_layers, int64_t prompt_len, int64_t budget_tokens,
                            int64_t window, double beta) {

@@ -8,12 +8,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 
 namespace kvserve {
 
 enum class BudgetPlan { kUniform, kPyramid, kRipple };
 
-// "uniform", "pyramid" or "ripple"; the error names the value.
+// The one table of plan names: "uniform", "pyramid", "ripple", in BudgetPlan's order.
+absl::Span<const std::string_view> BudgetPlanNames();
+// A name of BudgetPlanNames(); the error names the value.
 absl::StatusOr<BudgetPlan> ParseBudgetPlan(std::string_view name);
 std::string_view BudgetPlanName(BudgetPlan plan);
 

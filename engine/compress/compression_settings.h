@@ -1,4 +1,5 @@
-// What a request asks of KV compression, its validation, and the policy it names.
+// The KV compression one sequence runs with, resolved (kv_settings.h makes it from a request,
+// the flags or an eval row), its check, the name tables, and the policy it names.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -8,7 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/budget/layer_budget.h"
+#include "engine/budget/quota_plan.h"
 #include "engine/budget/ripple_plan.h"
 #include "engine/budget/ripple_profile.h"
 #include "engine/compress/kv_policy.h"
@@ -18,7 +21,8 @@ namespace kvserve {
 // When the prompt's cache is compressed: once after the whole prompt (as in the papers),
 // or after every prefill chunk (bounds a long prompt's peak to budget + chunk).
 enum class CompressAt { kPrefillEnd, kChunk };
-absl::StatusOr<CompressAt> ParseCompressAt(std::string_view name);
+// The one table of compress-at names ("prefill_end", "chunk"), in CompressAt's order.
+absl::Span<const std::string_view> CompressAtNames();
 std::string_view CompressAtName(CompressAt at);
 
 // What scores the cache after a mid-prompt chunk (compress_at chunk, policies that score with
@@ -26,13 +30,14 @@ std::string_view CompressAtName(CompressAt at);
 // (a served prompt arrives whole, so its question is known before the first chunk), or the
 // chunk's own last queries (the window, which in a long document are filler).
 enum class ChunkScoring { kQuestion, kWindow };
-absl::StatusOr<ChunkScoring> ParseChunkScoring(std::string_view name);
+// The one table of chunk-scoring names ("question", "window"), in ChunkScoring's order.
+absl::Span<const std::string_view> ChunkScoringNames();
 std::string_view ChunkScoringName(ChunkScoring scoring);
 
 // Most tokens a question span (and the observation window) may have.
 inline constexpr int64_t kMaxScoringQueries = 4096;
 
-// Every --kv-policy name, in the order help texts and metrics list them.
+// The one table of policy names, in the order help texts and metrics list them.
 const std::vector<std::string>& KvPolicyNames();
 
 struct CompressionSettings {
@@ -41,7 +46,7 @@ struct CompressionSettings {
   // > 0: --kv-budget auto:RISK; the budget is picked per request at the end of the prompt,
   // the smallest whose estimated risk is at most this (auto_budget.h). Needs prefill_end.
   double auto_risk = 0;
-  std::string plan;                 // uniform|pyramid|ripple; empty: pyramid for "pyramid", else uniform
+  std::optional<BudgetPlan> plan;   // unset: pyramid for the pyramid policy, else uniform (PlanOf)
   CompressAt at = CompressAt::kPrefillEnd;
   ChunkScoring chunk_scoring = ChunkScoring::kQuestion;
   // The question: the prompt's last question_tokens tokens (compress_at chunk with question
@@ -52,8 +57,8 @@ struct CompressionSettings {
   int64_t pool_kernel = 5;          // SnapKV average pool
   int64_t n_sink = 4;               // first tokens StreamingLLM and merge-reduce always keep
   // Merge-reduce (mergereduce:random|cluster): principal directions the clustering protects
-  // (0 = 128, capped at head_dim), and the seed of the random reducer's draws.
-  int64_t reduce_protected_dims = 0;
+  // (capped at head_dim), and the seed of the random reducer's draws.
+  int64_t reduce_protected_dims = 128;
   uint64_t reduce_seed = 0;
   std::vector<int64_t> layer_quota; // explicit tokens per layer; overrides budget and plan
   // The server's RippleKV profile (checked against the model when loaded); plan "ripple"
@@ -67,21 +72,20 @@ struct CompressionSettings {
 // mergereduce:random or mergereduce:cluster: compressed by merge-reduce buckets while the
 // sequence is read (engine/compress/merge_reduce.h) rather than by quota-triggered selection.
 bool IsMergeReducePolicy(std::string_view policy);
-// The protected directions a mergereduce:cluster request uses (the default resolved).
+// The protected directions a mergereduce:cluster request uses.
 int64_t ReduceProtectedDims(const CompressionSettings& s);
 
-// How eval names a row: "snapkv" sets the policy; "criticalkv@ripple" also sets the budget
-// plan; a "/MODE" suffix sets when it compresses: prefill_end, chunk (= chunk:question) or
-// chunk:window. INVALID_ARGUMENT for an unknown mode.
-absl::Status ApplyPolicySpec(std::string_view spec, CompressionSettings* s);
+// The budget plan the settings run: their own, else pyramid for the pyramid policy, else uniform.
+BudgetPlan PlanOf(const CompressionSettings& s);
+// What engine/budget's QuotasFor reads of the settings (a view of s).
+BudgetSpec BudgetOf(const CompressionSettings& s);
 
-// INVALID_ARGUMENT naming the field and value.
+// ValidateKvSettings (kv_settings.h) of every value, plus what the plan needs (a ripple
+// profile of n_layers layers) and a policy's plan (pyramid's is pyramid). INVALID_ARGUMENT
+// naming the knob and value.
 absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n_layers);
 
 // The selection policy the settings name (pyramid selects like SnapKV).
 absl::StatusOr<std::unique_ptr<KvPolicy>> MakeKvPolicy(const CompressionSettings& s);
-
-// Tokens each layer keeps for a prompt of prompt_len tokens (ripple quotas are whole pages).
-std::vector<int64_t> QuotasFor(const CompressionSettings& s, int64_t n_layers, int64_t prompt_len, int64_t page_size);
 
 }  // namespace kvserve

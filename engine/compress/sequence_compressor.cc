@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<SequenceCompressor>> SequenceCompressor::Create(
                                                    " is longer than the prompt's ", prompt_len, " tokens"));
   }
   std::unique_ptr<SequenceCompressor> comp(
-      new SequenceCompressor(model, settings, *std::move(policy), QuotasFor(settings, n_layers, prompt_len, page_size),
+      new SequenceCompressor(model, settings, *std::move(policy), QuotasFor(BudgetOf(settings), n_layers, prompt_len, page_size),
                              prompt_len, max_new_tokens, page_size, prefill_chunk));
   comp->SetUpMergeReduce();
   return comp;

@@ -87,7 +87,7 @@ void SequenceCompressor::ApplyAutoBudget() {
                                      prompt_len_);
   // A whole number of tokens: QuotasFor reads budgets above 1 as token counts.
   settings_.budget = k > 1 ? static_cast<double>(k) : 1.0;
-  quotas_ = QuotasFor(settings_, c.n_layers, prompt_len_, page_size_);
+  quotas_ = QuotasFor(BudgetOf(settings_), c.n_layers, prompt_len_, page_size_);
   BuildMergeReduce();
 }
 

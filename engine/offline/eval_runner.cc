@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "engine/compress/kv_settings.h"
 #include "engine/offline/cache_evaluator.h"
 #include "engine/offline/retrieval_tasks.h"
 #include "engine/offline/variable_tracking_task.h"
@@ -75,8 +76,9 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
   }
   std::vector<CompressionSettings> settings;
   for (const EvalRow& row : table.rows) {
-    CompressionSettings s = plan.base;
-    if (absl::Status st = ApplyPolicySpec(row.policy, &s); !st.ok()) return st;
+    absl::StatusOr<KvSettings> kv = ParsePolicySpec(row.policy);
+    if (!kv.ok()) return kv.status();
+    CompressionSettings s = ResolveKvSettings(*kv, plan.base);
     s.budget = row.budget;
     s.auto_risk = row.auto_risk;
     if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) return st;

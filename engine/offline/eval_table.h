@@ -12,7 +12,7 @@
 namespace kvserve {
 
 struct EvalRow {
-  std::string policy;   // POLICY[@PLAN][/MODE], as ApplyPolicySpec reads it
+  std::string policy;   // POLICY[@PLAN][/MODE], as ParsePolicySpec (engine/compress/kv_settings.h) reads it
   double budget = 1.0;  // fraction of the context kept; 1 for full
   double auto_risk = 0; // > 0: the budget is auto:RISK, picked per context (budget unused)
 };

@@ -1,8 +1,23 @@
 #include "engine/scheduler/request.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace kvserve {
+
+namespace {
+constexpr char kQueueFullPayload[] = "type.kvserve.dev/kvserve.QueueFull";
+}  // namespace
+
+absl::Status QueueFullError(const std::string& message) {
+  absl::Status st = absl::ResourceExhaustedError(message);
+  st.SetPayload(kQueueFullPayload, absl::Cord());
+  return st;
+}
+
+bool IsQueueFull(const absl::Status& st) {
+  return st.code() == absl::StatusCode::kResourceExhausted && st.GetPayload(kQueueFullPayload).has_value();
+}
 
 std::string_view FinishReasonName(FinishReason r) {
   switch (r) {
@@ -54,10 +69,6 @@ absl::Status ValidateRequest(const Model& model, const EngineRequest& r, const C
   if (r.top_logprobs < 0 || r.top_logprobs > vocab) {
     return absl::InvalidArgumentError(
         absl::StrCat("top_logprobs must be in [0, ", vocab, "], got ", r.top_logprobs));
-  }
-  if (!r.layer_quota.empty() && static_cast<int64_t>(r.layer_quota.size()) != model.config.n_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("layer_quota has ", r.layer_quota.size(),
-                                                   " entries, the model has ", model.config.n_layers, " layers"));
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,5 @@
-// What a client hands the engine (EngineRequest), how it is checked (ValidateRequest), and
-// what it gets back, token by token, through its sink (StreamEvent).
+// What a client hands the engine (EngineRequest), how it is checked (ValidateRequest), what
+// it gets back, token by token, through its sink (StreamEvent), and how a full queue says so.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -12,16 +12,19 @@
 #include "absl/status/status.h"
 #include "engine/compress/compressibility.h"
 #include "engine/compress/compression_settings.h"
+#include "engine/compress/kv_settings.h"
 #include "engine/compress/sequence_compressor.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/sampling_params.h"
 
 namespace kvserve {
 
-// The longest last chat turn (with the generation prompt) taken as the question by default.
-inline constexpr int64_t kMaxChatQuestionTokens = 256;
-
 using RequestHandle = uint64_t;
+
+// RESOURCE_EXHAUSTED for backpressure (the waiting queue is full; the same request may fit
+// later), told apart from a request that can never fit by a status payload, never by its text.
+absl::Status QueueFullError(const std::string& message);
+bool IsQueueFull(const absl::Status& st);
 
 enum class FinishReason { kLength, kEos, kStopSequence, kStopToken };
 std::string_view FinishReasonName(FinishReason r);
@@ -69,23 +72,12 @@ struct EngineRequest {
   bool ignore_eos = false;
   int32_t top_logprobs = 0;              // > 0: token events carry logprobs (see StreamEvent)
   bool keep_logits = false;              // token events carry the raw logits (tests, goldens)
-  // KV compression. Empty / zero fields take the server-wide defaults (SchedulerConfig).
-  std::string kv_policy;                 // full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster
-  double kv_budget = 0;                  // fraction of the prompt (<= 1) or tokens (> 1); 0 = default
-  double kv_auto_risk = 0;               // > 0: budget auto:RISK (compression_settings.h); 0 = default
-  std::string kv_plan;                   // per-layer budget plan: uniform|pyramid; empty = default
-  std::string kv_compress_at;            // prefill_end|chunk; empty = default
-  double kv_first_stage_ratio = 0;       // CriticalKV stage-1 share in (0, 1]; 0 = default
-  int64_t kv_window = 0;                 // observation window in queries; 0 = default
-  int64_t kv_pool_kernel = 0;            // SnapKV average-pool kernel (odd); 0 = default
-  std::vector<int64_t> layer_quota;      // tokens per layer; empty or one per layer (overrides the plan)
-  int64_t kv_reduce_protected_dims = 0;  // mergereduce:cluster protected directions; 0 = default
-  std::string kv_chunk_scoring;          // question|window; empty = default
-  std::optional<int64_t> kv_question_tokens;  // the question's span (chunk mode); unset = see below
+  // KV compression: what the request sets over the server-wide defaults (SchedulerConfig).
+  KvSettings kv;
   // Chat prompts: the tokens of the last user turn and the generation prompt (0 otherwise).
-  // With kv_question_tokens unset, a span of at most kMaxChatQuestionTokens is the question
+  // With kv.question_tokens unset, a span of at most kMaxChatQuestionTokens is the question
   // chunk-mode scoring probes with; a longer one (a document in the last turn) falls back to
-  // the last `window` tokens.
+  // the last `window` tokens (ResolveKvSettings).
   int64_t chat_question_tokens = 0;
   RequestSink sink;
 };

@@ -45,40 +45,7 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   if (!(c.decode_share >= 0 && c.decode_share <= 0.9)) {
     return absl::InvalidArgumentError(absl::StrCat("--decode-share must be in [0, 0.9], got ", c.decode_share));
   }
-  return ValidateCompressionSettings(c.kv_defaults, static_cast<int64_t>(c.kv_defaults.layer_quota.size()));
-}
-
-absl::StatusOr<CompressionSettings> CompressionFor(const EngineRequest& r, const CompressionSettings& defaults) {
-  CompressionSettings s = defaults;
-  if (!r.kv_policy.empty()) s.policy = r.kv_policy;
-  // A request's own budget replaces the server's, fixed or auto.
-  if (r.kv_budget != 0) {
-    s.budget = r.kv_budget;
-    s.auto_risk = 0;
-  }
-  if (r.kv_auto_risk != 0) s.auto_risk = r.kv_auto_risk;
-  if (!r.kv_plan.empty()) s.plan = r.kv_plan;
-  if (r.kv_first_stage_ratio != 0) s.first_stage_ratio = r.kv_first_stage_ratio;
-  if (r.kv_window != 0) s.window = r.kv_window;
-  if (r.kv_pool_kernel != 0) s.pool_kernel = r.kv_pool_kernel;
-  if (!r.layer_quota.empty()) s.layer_quota = r.layer_quota;
-  if (r.kv_reduce_protected_dims != 0) s.reduce_protected_dims = r.kv_reduce_protected_dims;
-  if (r.kv_question_tokens) s.question_tokens = r.kv_question_tokens;
-  if (!r.kv_compress_at.empty()) {
-    absl::StatusOr<CompressAt> at = ParseCompressAt(r.kv_compress_at);
-    if (!at.ok()) return at.status();
-    s.at = *at;
-  }
-  if (!r.kv_chunk_scoring.empty()) {
-    absl::StatusOr<ChunkScoring> scoring = ParseChunkScoring(r.kv_chunk_scoring);
-    if (!scoring.ok()) return scoring.status();
-    s.chunk_scoring = *scoring;
-  }
-  if (!s.question_tokens && s.at == CompressAt::kChunk && s.chunk_scoring == ChunkScoring::kQuestion &&
-      r.chat_question_tokens > 0 && r.chat_question_tokens <= kMaxChatQuestionTokens) {
-    s.question_tokens = r.chat_question_tokens;
-  }
-  return s;
+  return ValidateCompressionSettings(c.kv_defaults, /*n_layers=*/0);  // the model's layers: at Submit
 }
 
 Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, Backend& backend, PagePool& pool,
@@ -109,9 +76,7 @@ absl::Status Scheduler::Validate(const EngineRequest& r, const CompressionSettin
 
 absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
   const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
-  absl::StatusOr<CompressionSettings> resolved = CompressionFor(request, config_.kv_defaults);
-  if (!resolved.ok()) return resolved.status();
-  const CompressionSettings& kv = *resolved;
+  const CompressionSettings kv = ResolveKvSettings(request.kv, config_.kv_defaults, request.chat_question_tokens);
   if (absl::Status st = ValidateCompressionSettings(kv, model_.config.n_layers); !st.ok()) return st;
   // A pool in device memory compresses only through the device kernels; refuse what has none
   // here, before admission, rather than fail the request after its prefill has run.
@@ -134,7 +99,7 @@ absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
   const bool admit_now = waiting_.empty() && peak <= pool_.unpromised_pages() &&
                          num_running() < config_.max_batch_tokens;
   if (!admit_now && num_waiting() >= config_.max_waiting) {
-    return absl::ResourceExhaustedError(absl::StrCat("waiting queue is full (--max-waiting ", config_.max_waiting,
+    return QueueFullError(absl::StrCat("waiting queue is full (--max-waiting ", config_.max_waiting,
                                                      "); retry later"));
   }
   const RequestHandle h = next_handle_++;

@@ -26,7 +26,7 @@ struct SchedulerConfig {
   int64_t prefill_chunk = 512;      // prompt tokens of one sequence per step
   int64_t max_waiting = 256;        // queued, not yet admitted requests
   int64_t max_context = 0;          // prompt + max_new_tokens limit; 0 = the model's
-  CompressionSettings kv_defaults;  // what a request's empty KV fields fall back to
+  CompressionSettings kv_defaults;  // what a request's unset KV settings fall back to
   // While a long prompt prefills beside requests that are decoding, this share of the
   // engine's time goes to steps without its chunk, so they are not held to one token per
   // chunk (a 512-token chunk at 16K tokens of context takes ~3 s on 2 CPU cores); the long
@@ -39,11 +39,6 @@ struct SchedulerConfig {
   // Tests give a fake one.
   std::function<double()> clock;
 };
-
-// The request's KV fields over the server-wide defaults; a chat prompt's short last turn
-// becomes the question chunk-mode scoring probes with (EngineRequest::chat_question_tokens).
-// An unknown compress_at or chunk_scoring name is INVALID_ARGUMENT naming it.
-absl::StatusOr<CompressionSettings> CompressionFor(const EngineRequest& r, const CompressionSettings& defaults);
 
 absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
 

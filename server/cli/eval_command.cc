@@ -21,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "server/flags/cli_args.h"
 #include "server/flags/command_status.h"
+#include "server/serve/kv_flags.h"
 
 namespace kvserve {
 namespace {
@@ -39,59 +40,26 @@ absl::StatusOr<std::vector<std::string>> ListFlag(const CliArgs& a, const std::s
   return items;
 }
 
-// The shared KV flags that apply to every row (policy and budget come from the lists).
-// Each is checked on its own so the error names the flag that holds the bad value.
-absl::Status KvSettingsFromArgs(const CliArgs& a, int64_t n_layers, CompressionSettings* s) {
-  absl::StatusOr<int64_t> window = a.GetInt("kv-window", s->window), kernel = a.GetInt("pool-kernel", s->pool_kernel),
-                          sinks = a.GetInt("sink-tokens", s->n_sink);
-  absl::StatusOr<double> ratio = a.GetDouble("first-stage-ratio", s->first_stage_ratio);
-  absl::StatusOr<int64_t> dims = a.GetInt("reduce-protected-dims", s->reduce_protected_dims);
-  for (const absl::Status& st : {window.status(), kernel.status(), sinks.status(), ratio.status(), dims.status()}) {
-    if (!st.ok()) return st;
-  }
-  if (auto at = a.Get("compress-at")) {
-    absl::StatusOr<CompressAt> parsed = ParseCompressAt(*at);
-    if (!parsed.ok()) return FlagError("compress-at", *at, std::string(parsed.status().message()));
-    s->at = *parsed;
-  }
-  const std::pair<const char*, std::function<void()>> steps[] = {
-      {"reduce-protected-dims", [&] { s->reduce_protected_dims = *dims; }},
-      {"kv-window", [&] { s->window = *window; }},
-      {"pool-kernel", [&] { s->pool_kernel = *kernel; }},
-      {"sink-tokens", [&] { s->n_sink = *sinks; }},
-      {"first-stage-ratio", [&] { s->first_stage_ratio = *ratio; }}};
-  for (const auto& [flag, apply] : steps) {
-    apply();
-    if (absl::Status st = ValidateCompressionSettings(*s, n_layers); !st.ok()) {
-      return FlagError(flag, a.Get(flag).value_or(""), std::string(st.message()));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
   EvalPlan plan;
-  if (absl::Status st = KvSettingsFromArgs(a, model.config.n_layers, &plan.base); !st.ok()) return st;
+  // The shared KV flags (kv_flags.h) apply to every row; policy and budget come from the lists.
+  absl::StatusOr<KvSettings> kv = KvSettingsFromArgs(a, model);
+  if (!kv.ok()) return kv.status();
   // Rows named policy@ripple use this profile (refused when made for another model).
   if (auto path = a.Get("ripple-profile")) {
     auto profile = LoadRippleProfileFor(*path, model);
     if (!profile.ok()) return profile.status();
-    plan.base.ripple = *std::move(profile);
+    kv->ripple_profile = *std::move(profile);
   }
-  auto r = a.GetDouble("ripple-r", plan.base.ripple_params.r), gamma = a.GetDouble("ripple-gamma", plan.base.ripple_params.gamma);
-  if (!r.ok()) return r.status();
-  if (!gamma.ok()) return gamma.status();
-  plan.base.ripple_params = {*r, *gamma};
+  plan.base = ResolveKvSettings(*kv, CompressionSettings{});
 
   auto policies = ListFlag(a, "policies", "full,streaming,snapkv,pyramid,criticalkv");
   if (!policies.ok()) return policies.status();
   for (const std::string& p : *policies) {
-    CompressionSettings s = plan.base;
-    absl::Status st = ApplyPolicySpec(p, &s);
-    if (st.ok()) st = ValidateCompressionSettings(s, model.config.n_layers);
-    if (!st.ok()) {
-      return FlagError("policies", p, std::string(st.message()));
-    }
+    absl::StatusOr<KvSettings> row = ParsePolicySpec(p);
+    absl::Status st = row.status();
+    if (st.ok()) st = ValidateCompressionSettings(ResolveKvSettings(*row, plan.base), model.config.n_layers);
+    if (!st.ok()) return FlagError("policies", p, std::string(st.message()));
     plan.policies.push_back(p);
   }
   auto budgets = ListFlag(a, "budgets", "0.1,0.2,0.3");

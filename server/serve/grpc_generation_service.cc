@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/tokenizer/utf8.h"
+#include "engine/compress/compression_settings.h"
 #include "server/serve/grpc_request.h"
 #include "server/serve/grpc_stream_reactor.h"
 #include "server/serve/grpc_unary_reactor.h"
@@ -180,8 +181,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   const CompressionSettings& kv = ctx->kv_defaults;
   r->set_default_kv_policy(kv.policy);
   r->set_default_kv_budget(kv.budget);
-  // An empty plan means pyramid for the pyramid policy and uniform otherwise.
-  r->set_default_budget_plan(!kv.plan.empty() ? kv.plan : kv.policy == "pyramid" ? "pyramid" : "uniform");
+  r->set_default_budget_plan(std::string(BudgetPlanName(PlanOf(kv))));
   r->set_default_compress_at(std::string(CompressAtName(kv.at)));
   return Answer(call, grpc::Status::OK);
 }

@@ -3,12 +3,9 @@
 #include "server/serve/grpc_request.h"
 
 #include <algorithm>
-#include <cmath>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "engine/compress/compression_settings.h"
+#include "engine/compress/kv_settings.h"
 #include "engine/tokenizer/chat_question.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/model/sampling_params.h"
@@ -78,71 +75,41 @@ absl::StatusOr<SamplingParams> Sampling(const ServeContext& ctx, const v1::Sampl
   return p;
 }
 
-absl::Status CheckKv(const ServeContext& ctx, const v1::KvCacheParams& kv) {
-  const std::vector<std::string>& policies = KvPolicyNames();
-  if (!kv.policy().empty() && std::find(policies.begin(), policies.end(), kv.policy()) == policies.end()) {
-    return Bad("kv.policy '", kv.policy(), "' is unknown; use one of ", absl::StrJoin(policies, ", "));
+// The request's kv.* fields, typed: an unset field (an empty string, an absent optional, no
+// layer_budgets) is left to the server's default. Errors name the proto field.
+absl::StatusOr<KvSettings> KvSettingsFromProto(const v1::KvCacheParams& p, int64_t n_layers) {
+  constexpr KvSource kProto = KvSource::kProto;
+  KvSettings kv;
+  if (!p.policy().empty()) {
+    absl::StatusOr<std::string> policy = ParseKvPolicy(p.policy(), kProto);
+    if (!policy.ok()) return policy.status();
+    kv.policy = *std::move(policy);
   }
-  if (kv.has_budget()) {
-    const double b = kv.budget();
-    if (!(std::isfinite(b) && b > 0)) return Bad("kv.budget must be > 0, got ", b);
-    if (b > 1 && b != std::floor(b)) {
-      return Bad("kv.budget ", b, " is above 1, so it counts tokens and must be a whole number");
-    }
+  if (p.has_budget()) kv.budget = p.budget();
+  if (p.has_budget_auto_risk()) kv.auto_risk = p.budget_auto_risk();
+  if (!p.budget_plan().empty()) {
+    absl::StatusOr<BudgetPlan> plan = ParseKvBudgetPlan(p.budget_plan(), kProto);
+    if (!plan.ok()) return plan.status();
+    kv.plan = *plan;
   }
-  if (kv.has_budget_auto_risk()) {
-    const double r = kv.budget_auto_risk();
-    if (!(std::isfinite(r) && r > 0)) return Bad("kv.budget_auto_risk must be > 0, got ", r);
-    if (kv.has_budget()) return Bad("kv.budget and kv.budget_auto_risk exclude each other; set one");
-    if (kv.layer_budgets_size() > 0) return Bad("kv.layer_budgets and kv.budget_auto_risk exclude each other; set one");
-    if (kv.compress_at() == "chunk") {
-      return Bad("kv.budget_auto_risk needs kv.compress_at prefill_end (the estimate needs the whole prompt), got chunk");
-    }
+  if (p.layer_budgets_size() > 0) kv.layer_quota.emplace(p.layer_budgets().begin(), p.layer_budgets().end());
+  if (!p.compress_at().empty()) {
+    absl::StatusOr<CompressAt> at = ParseCompressAt(p.compress_at(), kProto);
+    if (!at.ok()) return at.status();
+    kv.compress_at = *at;
   }
-  if (!kv.budget_plan().empty() && !OneOf(kv.budget_plan(), {"uniform", "pyramid", "ripple"})) {
-    return Bad("kv.budget_plan '", kv.budget_plan(), "' is unknown; use uniform, pyramid or ripple");
+  if (!p.chunk_scoring().empty()) {
+    absl::StatusOr<ChunkScoring> scoring = ParseChunkScoring(p.chunk_scoring(), kProto);
+    if (!scoring.ok()) return scoring.status();
+    kv.chunk_scoring = *scoring;
   }
-  if (kv.layer_budgets_size() > 0) {
-    if (kv.layer_budgets_size() != ctx.model.config.n_layers) {
-      return Bad("kv.layer_budgets has ", kv.layer_budgets_size(), " entries, the model has ",
-                 ctx.model.config.n_layers, " layers");
-    }
-    for (int l = 0; l < kv.layer_budgets_size(); ++l) {
-      if (kv.layer_budgets(l) < 1) return Bad("kv.layer_budgets[", l, "] must be >= 1, got ", kv.layer_budgets(l));
-    }
-  }
-  if (!kv.compress_at().empty() && !OneOf(kv.compress_at(), {"prefill_end", "chunk"})) {
-    return Bad("kv.compress_at '", kv.compress_at(), "' is unknown; use prefill_end or chunk");
-  }
-  if (!kv.chunk_scoring().empty() && !OneOf(kv.chunk_scoring(), {"question", "window"})) {
-    return Bad("kv.chunk_scoring '", kv.chunk_scoring(), "' is unknown; use question or window");
-  }
-  if (kv.has_question_tokens()) {
-    const int64_t n = kv.question_tokens();
-    if (n < 1 || n > kMaxScoringQueries) {
-      return Bad("kv.question_tokens must be in [1, ", kMaxScoringQueries, "], got ", n);
-    }
-    if (kv.chunk_scoring() == "window") {
-      return Bad("kv.question_tokens ", n, " needs kv.chunk_scoring question, got window");
-    }
-    if (kv.compress_at() == "prefill_end") {
-      return Bad("kv.question_tokens ", n, " needs kv.compress_at chunk (prefill_end scores with the window), "
-                 "got prefill_end");
-    }
-  }
-  if (kv.has_first_stage_ratio() && !(kv.first_stage_ratio() > 0 && kv.first_stage_ratio() <= 1)) {
-    return Bad("kv.first_stage_ratio must be in (0, 1], got ", kv.first_stage_ratio());
-  }
-  if (kv.has_window() && (kv.window() < 1 || kv.window() > kMaxScoringQueries)) {
-    return Bad("kv.window must be in [1, ", kMaxScoringQueries, "], got ", kv.window());
-  }
-  if (kv.has_pool_kernel() && (kv.pool_kernel() < 1 || kv.pool_kernel() % 2 == 0 || kv.pool_kernel() > 255)) {
-    return Bad("kv.pool_kernel must be odd and in [1, 255], got ", kv.pool_kernel());
-  }
-  if (kv.has_reduce_protected_dims() && kv.reduce_protected_dims() < 1) {
-    return Bad("kv.reduce_protected_dims must be >= 1, got ", kv.reduce_protected_dims());
-  }
-  return absl::OkStatus();
+  if (p.has_question_tokens()) kv.question_tokens = p.question_tokens();
+  if (p.has_first_stage_ratio()) kv.first_stage_ratio = p.first_stage_ratio();
+  if (p.has_window()) kv.window = p.window();
+  if (p.has_pool_kernel()) kv.pool_kernel = p.pool_kernel();
+  if (p.has_reduce_protected_dims()) kv.reduce_protected_dims = p.reduce_protected_dims();
+  if (absl::Status st = ValidateKvSettings(kv, kProto, n_layers); !st.ok()) return st;
+  return kv;
 }
 
 }  // namespace
@@ -204,7 +171,8 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
       return Bad("stopping.stop_token_ids[", k, "] = ", t, " is outside the vocabulary [0, ", vocab, ")");
     }
   }
-  if (absl::Status st = CheckKv(ctx, req.kv()); !st.ok()) return st;
+  absl::StatusOr<KvSettings> kv = KvSettingsFromProto(req.kv(), ctx.model.config.n_layers);
+  if (!kv.ok()) return kv.status();
 
   std::vector<EngineRequest> out;
   out.reserve(n);
@@ -233,19 +201,7 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
     r.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
     r.ignore_eos = stop.ignore_eos();
     r.top_logprobs = static_cast<int32_t>(req.logprobs().top_logprobs());
-    const v1::KvCacheParams& kv = req.kv();
-    r.kv_policy = kv.policy();
-    r.kv_budget = kv.has_budget() ? kv.budget() : 0;
-    r.kv_auto_risk = kv.has_budget_auto_risk() ? kv.budget_auto_risk() : 0;
-    r.kv_plan = kv.budget_plan();
-    r.kv_compress_at = kv.compress_at();
-    r.kv_first_stage_ratio = kv.has_first_stage_ratio() ? kv.first_stage_ratio() : 0;
-    r.kv_window = kv.has_window() ? kv.window() : 0;
-    r.kv_pool_kernel = kv.has_pool_kernel() ? kv.pool_kernel() : 0;
-    r.layer_quota.assign(kv.layer_budgets().begin(), kv.layer_budgets().end());
-    r.kv_reduce_protected_dims = kv.has_reduce_protected_dims() ? kv.reduce_protected_dims() : 0;
-    r.kv_chunk_scoring = kv.chunk_scoring();
-    if (kv.has_question_tokens()) r.kv_question_tokens = kv.question_tokens();
+    r.kv = *kv;
     out.push_back(std::move(r));
   }
   return out;
@@ -264,8 +220,8 @@ const char* RejectReason(const absl::Status& st) {
     case absl::StatusCode::kUnavailable:
       return "draining";
     case absl::StatusCode::kResourceExhausted:
-      // The engine says "waiting queue is full" for backpressure; the rest can never fit.
-      return absl::StrContains(st.message(), "queue is full") ? "queue_full" : "too_large";
+      // Backpressure carries the engine's queue-full payload; the rest can never fit.
+      return IsQueueFull(st) ? "queue_full" : "too_large";
     default:
       return "invalid_argument";
   }

@@ -6,15 +6,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/compress/compression_settings.h"  // KvPolicyNames
 #include "engine/scheduler/request.h"
 #include "grpcpp/support/status.h"
 #include "kvserve/v1/generation.pb.h"
 #include "server/serve/grpc_serve_context.h"
 
 namespace kvserve {
-
-// The KV policies a request may name ("" = the server default).
 
 // One EngineRequest per prompt (sinks unset). INVALID_ARGUMENT names the field and value;
 // (Logprobs: top_logprobs > 0 makes every generated token carry its log-probability and

@@ -109,7 +109,7 @@ class StreamReactor : public Reactor {
     }
     EngineRequest& er = built->front();
     state_ = std::make_shared<StreamState>(
-        PromptRun(arrival, static_cast<int64_t>(er.prompt.size()), er.kv_policy.empty() ? ctx.kv_defaults.policy : er.kv_policy, ctx.model.config.n_layers));
+        PromptRun(arrival, static_cast<int64_t>(er.prompt.size()), er.kv.policy.value_or(ctx.kv_defaults.policy), ctx.model.config.n_layers));
     state_->reactor = this;
     state_->request_id = req.request_id();
     er.sink = [s = state_, &metrics = ctx.metrics](const StreamEvent& e) {

@@ -48,7 +48,7 @@ class UnaryReactor : public grpc::ServerUnaryReactor {
     for (int i = 0; i < n; ++i) {
       v1::Completion* c = response->add_completions();
       c->set_index(static_cast<uint32_t>(i));
-      state_->runs.emplace_back(arrival, static_cast<int64_t>((*built)[i].prompt.size()), (*built)[i].kv_policy.empty() ? ctx.kv_defaults.policy : (*built)[i].kv_policy,
+      state_->runs.emplace_back(arrival, static_cast<int64_t>((*built)[i].prompt.size()), (*built)[i].kv.policy.value_or(ctx.kv_defaults.policy),
                                 ctx.model.config.n_layers);
     }
     state_->response = response;

@@ -1,11 +1,38 @@
-// The --kv-* flags into CompressionSettings, with errors that name flag and value.
+// The --kv-* flags into KvSettings (their one parser), with errors that name flag and value.
 #include "server/serve/kv_flags.h"
+
+#include <optional>
+#include <type_traits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/compress/auto_budget.h"
 
 namespace kvserve {
+
+namespace {
+
+std::string Names(absl::Span<const std::string_view> names) {
+  return absl::StrJoin(names, "|", [](std::string* out, std::string_view n) { out->append(n); });
+}
+
+// An optional numeric flag: unset when absent; the error names the flag.
+template <typename T>
+absl::Status ReadNumber(const CliArgs& a, const std::string& flag, std::optional<T>* out) {
+  if (!a.Get(flag)) return absl::OkStatus();
+  absl::StatusOr<T> v;
+  if constexpr (std::is_integral_v<T>) {
+    v = a.GetInt(flag, 0);
+  } else {
+    v = a.GetDouble(flag, 0);
+  }
+  if (!v.ok()) return v.status();
+  *out = *v;
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 const std::vector<std::string>& KvFlagNames() {
   static const std::vector<std::string> names = {"kv-policy",   "kv-budget",         "budget-plan", "compress-at",
@@ -15,17 +42,26 @@ const std::vector<std::string>& KvFlagNames() {
   return names;
 }
 
-const char* KvFlagsHelp() {
-  return "  [--kv-policy full|streaming|snapkv|criticalkv|pyramid|mergereduce:random|mergereduce:cluster=full]\n"
-         "  [--kv-budget F|N|auto:RISK=0.2]"
-         "  (fraction <= 1 of the prompt, tokens per layer, or picked per request from the prompt's\n"
-         "  estimated risk, with prefill_end) [--budget-plan uniform|pyramid|ripple:PROFILE.json]\n"
-         "  [--ripple-r R=8] [--ripple-gamma G=4] [--compress-at prefill_end|chunk=prefill_end]\n"
-         "  [--chunk-scoring question|window=question] (chunk mode: score each chunk with the question's\n"
-         "  queries or the chunk's own) [--question-tokens N (the prompt's last N tokens; default the window)]\n"
-         "  [--kv-window N=64] [--first-stage-ratio R=0.5] [--pool-kernel K=5] [--sink-tokens N=4]\n"
-         "  [--reduce-protected-dims M=128 (mergereduce:cluster, capped at head_dim)]\n"
-         "  [--kv-dtype f32|f16=f32] (K/V storage; f16 halves KV memory, CPU backend only)\n";
+const std::string& KvFlagsHelp() {
+  static const std::string help = [] {
+    const CompressionSettings d;
+    const std::vector<std::string>& policies = KvPolicyNames();
+    return absl::StrCat(
+        "  [--kv-policy ", absl::StrJoin(policies, "|"), "=", d.policy, "]\n",
+        "  [--kv-budget F|N|auto:RISK=", d.budget, "]",
+        "  (fraction <= 1 of the prompt, tokens per layer, or picked per request from the prompt's\n"
+        "  estimated risk, with prefill_end) [--budget-plan ", Names(BudgetPlanNames()), ":PROFILE.json]\n",
+        "  [--ripple-r R=", d.ripple_params.r, "] [--ripple-gamma G=", d.ripple_params.gamma, "] [--compress-at ",
+        Names(CompressAtNames()), "=", std::string(CompressAtName(d.at)), "]\n",
+        "  [--chunk-scoring ", Names(ChunkScoringNames()), "=", std::string(ChunkScoringName(d.chunk_scoring)),
+        "] (chunk mode: score each chunk with the question's\n"
+        "  queries or the chunk's own) [--question-tokens N (the prompt's last N tokens; default the window)]\n",
+        "  [--kv-window N=", d.window, "] [--first-stage-ratio R=", d.first_stage_ratio, "] [--pool-kernel K=",
+        d.pool_kernel, "] [--sink-tokens N=", d.n_sink, "]\n",
+        "  [--reduce-protected-dims M=", d.reduce_protected_dims, " (mergereduce:cluster, capped at head_dim)]\n",
+        "  [--kv-dtype f32|f16=f32] (K/V storage; f16 halves KV memory, CPU backend only)\n");
+  }();
+  return help;
 }
 
 absl::StatusOr<DType> KvDTypeFromArgs(const CliArgs& a) {
@@ -35,62 +71,62 @@ absl::StatusOr<DType> KvDTypeFromArgs(const CliArgs& a) {
   return absl::InvalidArgumentError(absl::StrCat("--kv-dtype must be f32 or f16, got '", text, "'"));
 }
 
-absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, const Model& model) {
-  CompressionSettings s;
-  if (auto p = a.Get("kv-policy")) s.policy = *p;
+absl::StatusOr<KvSettings> KvSettingsFromArgs(const CliArgs& a, const Model& model) {
+  constexpr KvSource kFlags = KvSource::kFlags;
+  KvSettings kv;
+  if (auto p = a.Get("kv-policy")) {
+    absl::StatusOr<std::string> policy = ParseKvPolicy(*p, kFlags);
+    if (!policy.ok()) return policy.status();
+    kv.policy = *std::move(policy);
+  }
   if (auto p = a.Get("budget-plan")) {
     if (absl::StartsWith(*p, "ripple:")) {
       auto profile = LoadRippleProfileFor(p->substr(7), model);
       if (!profile.ok()) return profile.status();
-      s.ripple = *std::move(profile);
-      s.plan = "ripple";
+      kv.ripple_profile = *std::move(profile);
+      kv.plan = BudgetPlan::kRipple;
     } else if (*p == "ripple") {
       return absl::InvalidArgumentError("--budget-plan ripple needs a profile: --budget-plan ripple:PROFILE.json");
     } else {
-      s.plan = *p;
+      absl::StatusOr<BudgetPlan> plan = ParseKvBudgetPlan(*p, kFlags);
+      if (!plan.ok()) return plan.status();
+      kv.plan = *plan;
     }
   }
   if (auto p = a.Get("compress-at")) {
-    absl::StatusOr<CompressAt> at = ParseCompressAt(*p);
-    if (!at.ok()) return absl::InvalidArgumentError(absl::StrCat("--compress-at: ", at.status().message()));
-    s.at = *at;
+    absl::StatusOr<CompressAt> at = ParseCompressAt(*p, kFlags);
+    if (!at.ok()) return at.status();
+    kv.compress_at = *at;
   }
   if (auto p = a.Get("chunk-scoring")) {
-    absl::StatusOr<ChunkScoring> scoring = ParseChunkScoring(*p);
-    if (!scoring.ok()) return absl::InvalidArgumentError(absl::StrCat("--chunk-scoring: ", scoring.status().message()));
-    s.chunk_scoring = *scoring;
-  }
-  if (a.Get("question-tokens")) {
-    absl::StatusOr<int64_t> n = a.GetInt("question-tokens", 0);
-    if (!n.ok()) return n.status();
-    s.question_tokens = *n;
+    absl::StatusOr<ChunkScoring> scoring = ParseChunkScoring(*p, kFlags);
+    if (!scoring.ok()) return scoring.status();
+    kv.chunk_scoring = *scoring;
   }
   // --kv-budget auto:RISK picks the budget per request (auto_budget.h); a number fixes it.
-  const std::optional<std::string> budget_text = a.Get("kv-budget");
-  const bool auto_budget = budget_text && absl::StartsWith(*budget_text, "auto");
-  if (auto_budget) {
-    absl::StatusOr<double> risk = ParseAutoBudget(*budget_text);
+  if (auto p = a.Get("kv-budget"); p && absl::StartsWith(*p, "auto")) {
+    absl::StatusOr<double> risk = ParseAutoBudget(*p);
     if (!risk.ok()) return absl::InvalidArgumentError(absl::StrCat("--kv-budget: ", risk.status().message()));
-    s.auto_risk = *risk;
+    kv.auto_risk = *risk;
+  } else if (absl::Status st = ReadNumber(a, "kv-budget", &kv.budget); !st.ok()) {
+    return st;
   }
-  absl::StatusOr<double> budget = auto_budget ? absl::StatusOr<double>(s.budget) : a.GetDouble("kv-budget", s.budget),
-                         ratio = a.GetDouble("first-stage-ratio", s.first_stage_ratio),
-                         r = a.GetDouble("ripple-r", s.ripple_params.r),
-                         gamma = a.GetDouble("ripple-gamma", s.ripple_params.gamma);
-  absl::StatusOr<int64_t> window = a.GetInt("kv-window", s.window), kernel = a.GetInt("pool-kernel", s.pool_kernel),
-                          sinks = a.GetInt("sink-tokens", s.n_sink),
-                          protected_dims = a.GetInt("reduce-protected-dims", s.reduce_protected_dims);
-  for (const absl::Status& st : {budget.status(), ratio.status(), r.status(), gamma.status(), window.status(),
-                                 kernel.status(), sinks.status(), protected_dims.status()}) {
+  for (absl::Status st : {ReadNumber(a, "question-tokens", &kv.question_tokens),
+                          ReadNumber(a, "first-stage-ratio", &kv.first_stage_ratio),
+                          ReadNumber(a, "kv-window", &kv.window), ReadNumber(a, "pool-kernel", &kv.pool_kernel),
+                          ReadNumber(a, "reduce-protected-dims", &kv.reduce_protected_dims),
+                          ReadNumber(a, "sink-tokens", &kv.sink_tokens), ReadNumber(a, "ripple-r", &kv.ripple_r),
+                          ReadNumber(a, "ripple-gamma", &kv.ripple_gamma)}) {
     if (!st.ok()) return st;
   }
-  s.budget = *budget;
-  s.first_stage_ratio = *ratio;
-  s.ripple_params = {*r, *gamma};
-  s.window = *window;
-  s.pool_kernel = *kernel;
-  s.n_sink = *sinks;
-  s.reduce_protected_dims = *protected_dims;
+  if (absl::Status st = ValidateKvSettings(kv, kFlags, model.config.n_layers); !st.ok()) return st;
+  return kv;
+}
+
+absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& a, const Model& model) {
+  absl::StatusOr<KvSettings> kv = KvSettingsFromArgs(a, model);
+  if (!kv.ok()) return kv.status();
+  CompressionSettings s = ResolveKvSettings(*kv, CompressionSettings{});
   if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) return st;
   return s;
 }

@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/compress/compression_settings.h"
+#include "engine/compress/kv_settings.h"
 #include "engine/model/model_weights.h"
 #include "server/flags/cli_args.h"
 
@@ -13,14 +14,19 @@ namespace kvserve {
 // --kv-policy, --kv-budget, --budget-plan, --compress-at, --kv-window, --first-stage-ratio,
 // --pool-kernel, --sink-tokens, --ripple-r, --ripple-gamma, --reduce-protected-dims.
 const std::vector<std::string>& KvFlagNames();
-// One usage line per flag, for --help.
-const char* KvFlagsHelp();
+// One usage line per flag, for --help (the names from the tables, the defaults from
+// CompressionSettings).
+const std::string& KvFlagsHelp();
 
 // --kv-dtype f32|f16 (default f32): the K/V storage of the pool; the error names the value.
 absl::StatusOr<DType> KvDTypeFromArgs(const CliArgs& args);
 
-// The settings the flags describe (defaults where absent); errors name the flag and value.
-// --budget-plan ripple:PROFILE.json loads the profile and checks it was made for `model`.
+// The settings the flags set (unset where absent): the flags' one parser, shared by generate,
+// bench, serve and eval. Errors name the flag and value. --budget-plan ripple:PROFILE.json
+// loads the profile and checks it was made for `model`.
+absl::StatusOr<KvSettings> KvSettingsFromArgs(const CliArgs& args, const Model& model);
+
+// KvSettingsFromArgs over the built-in defaults, checked: what generate, bench and serve run with.
 absl::StatusOr<CompressionSettings> CompressionFromArgs(const CliArgs& args, const Model& model);
 
 }  // namespace kvserve

@@ -134,7 +134,6 @@ absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
   config.scheduler.max_context = e->max_context;
   absl::StatusOr<CompressionSettings> kv = CompressionFromArgs(o.args, e->model);
   if (!kv.ok()) return kv.status();
-  if (absl::Status st = ValidateCompressionSettings(*kv, c.n_layers); !st.ok()) return st;
   config.scheduler.kv_defaults = *kv;
   e->kv_defaults = *kv;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Start(e->model, *e->tokenizer, *e->backend, config);

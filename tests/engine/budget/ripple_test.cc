@@ -127,7 +127,7 @@ TEST_F(RippleProfileTest, BadFilesNameTheProblem) {
 TEST_F(RippleProfileTest, RipplePlanDrivesTheQuotas) {
   CompressionSettings s;
   s.policy = "snapkv";
-  s.plan = "ripple";
+  s.plan = BudgetPlan::kRipple;
   s.budget = 64;
   EXPECT_EQ(ValidateCompressionSettings(s, 2).code(), absl::StatusCode::kInvalidArgument) << "no profile loaded";
   auto p = std::make_shared<RippleProfile>(Sample());
@@ -136,7 +136,7 @@ TEST_F(RippleProfileTest, RipplePlanDrivesTheQuotas) {
   s.ripple_params = {2, 4};
   ASSERT_TRUE(ValidateCompressionSettings(s, 2).ok());
   // weights 1, 2 -> 128 tokens = 8 pages split 8/3, 16/3 -> 3 and 5 pages.
-  EXPECT_EQ(QuotasFor(s, 2, 1000, 16), (std::vector<int64_t>{48, 80}));
+  EXPECT_EQ(QuotasFor(BudgetOf(s), 2, 1000, 16), (std::vector<int64_t>{48, 80}));
 }
 
 }  // namespace
@@ -154,7 +154,7 @@ TEST(RipplePagesTest, PagesPerLayerFollowThePlanInThePoolAndInAdmission) {
   profile->sensitivity = {0.0, 1.0};  // layer 1 is the sensitive one
   CompressionSettings s;
   s.policy = "snapkv";
-  s.plan = "ripple";
+  s.plan = BudgetPlan::kRipple;
   s.ripple = profile;
   s.ripple_params = {4, 4};
   s.budget = 64;

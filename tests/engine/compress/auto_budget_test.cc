@@ -136,12 +136,12 @@ TEST_F(AutoBudgetSequenceTest, SchedulerTakesAutoFromTheRequestAndReportsWhatItP
   r.prompt = Prompt(300);
   r.max_new_tokens = 2;
   r.ignore_eos = true;
-  r.kv_policy = "snapkv";
-  r.kv_window = 16;
-  r.kv_auto_risk = 0.5;
+  r.kv.policy = "snapkv";
+  r.kv.window = 16;
+  r.kv.auto_risk = 0.5;
   r.sink = [&](const StreamEvent& e) { if (e.finished) last = e; };
   EngineRequest chunked = r;
-  chunked.kv_compress_at = "chunk";
+  chunked.kv.compress_at = CompressAt::kChunk;
   chunked.sink = {};
   EXPECT_EQ(sched.Submit(std::move(chunked)).status().code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(sched.Submit(std::move(r)).ok());

@@ -82,13 +82,13 @@ TEST_F(MergeReduceSequenceTest, SchedulerTakesTheFieldsAndReportsCompressibility
   r.prompt = Prompt(300);
   r.max_new_tokens = 4;
   r.ignore_eos = true;
-  r.kv_policy = "mergereduce:cluster";
-  r.kv_budget = 0.2;
-  r.kv_reduce_protected_dims = 4;
-  r.kv_compress_at = "chunk";
+  r.kv.policy = "mergereduce:cluster";
+  r.kv.budget = 0.2;
+  r.kv.reduce_protected_dims = 4;
+  r.kv.compress_at = CompressAt::kChunk;
   r.sink = [&](const StreamEvent& e) { if (e.finished) last = e; };
   EngineRequest bad = r;
-  bad.kv_reduce_protected_dims = -1;
+  bad.kv.reduce_protected_dims = -1;
   EXPECT_EQ(sched.Submit(std::move(bad)).status().code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(sched.Submit(std::move(r)).ok());
   while (!sched.idle()) {

@@ -74,7 +74,7 @@ TEST_F(QuestionProbeTest, GenerationStaysWithinBudgetPlusAChunkAndKeepsWhatWindo
   for (const char* policy : {"snapkv", "criticalkv", "pyramid"}) {
     CompressionSettings question = Chunked(policy, 0.1, ChunkScoring::kQuestion);
     CompressionSettings window = Chunked(policy, 0.1, ChunkScoring::kWindow);
-    if (std::string(policy) == "pyramid") question.plan = window.plan = "pyramid";
+    if (std::string(policy) == "pyramid") question.plan = window.plan = BudgetPlan::kPyramid;
     // Generate sizes its pool to exactly the compressor's peak, so a probe past the bound
     // would fail the step with RESOURCE_EXHAUSTED.
     const GenerationResult q = Run(prompt, question, 8, 64, 16), w = Run(prompt, window, 8, 64, 16);
@@ -99,10 +99,10 @@ TEST_F(QuestionProbeTest, TheSchedulerAndTheGeneratorProbeAlike) {
   r.prompt = prompt;
   r.max_new_tokens = 6;
   r.ignore_eos = true;
-  r.kv_policy = "criticalkv";
-  r.kv_budget = 0.15;
-  r.kv_window = 16;
-  r.kv_compress_at = "chunk";
+  r.kv.policy = "criticalkv";
+  r.kv.budget = 0.15;
+  r.kv.window = 16;
+  r.kv.compress_at = CompressAt::kChunk;
   auto out = std::make_shared<Collected>();
   r.sink = CollectInto(out);
   ASSERT_TRUE(sched.Submit(std::move(r)).ok());

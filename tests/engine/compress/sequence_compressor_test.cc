@@ -193,10 +193,10 @@ TEST_F(SequenceCompressorTest, SchedulerAdmitsMoreCompressedRequestsAndReportsUs
     r.prompt = Prompt(400);
     r.max_new_tokens = 8;
     r.ignore_eos = true;
-    r.kv_policy = "snapkv";
-    r.kv_budget = 0.1;
-    r.kv_window = 16;
-    r.kv_compress_at = "chunk";
+    r.kv.policy = "snapkv";
+    r.kv.budget = 0.1;
+    r.kv.window = 16;
+    r.kv.compress_at = CompressAt::kChunk;
     out.push_back(std::make_shared<Collected>());
     r.sink = CollectInto(out.back());
     ASSERT_TRUE(sched.Submit(std::move(r)).ok());
@@ -236,8 +236,8 @@ TEST_F(SequenceCompressorTest, FinalEventCarriesKvUsage) {
   r.prompt = Prompt(300);
   r.max_new_tokens = 4;
   r.ignore_eos = true;
-  r.kv_policy = "criticalkv";
-  r.kv_budget = 50;
+  r.kv.policy = "criticalkv";
+  r.kv.budget = 50;
   r.sink = [&](const StreamEvent& e) { if (e.finished) last = e; };
   ASSERT_TRUE(sched.Submit(std::move(r)).ok());
   while (!sched.idle()) ASSERT_TRUE(sched.StepAndDeliver().ok());

@@ -71,6 +71,7 @@ TEST_F(SchedulerAdmissionTest, NeverFittingRequestIsRejectedAndRunningOnesAreUna
   ASSERT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(huge.status().message().find("needs 26 KV pages"), std::string::npos) << huge.status();
   EXPECT_NE(huge.status().message().find("only 24 pages"), std::string::npos) << huge.status();
+  EXPECT_FALSE(IsQueueFull(huge.status())) << "it can never fit: no retry helps";
   while (!sched.idle()) ASSERT_TRUE(sched.StepAndDeliver().ok());
   ExpectSameGreedy(Reference(12, 6, 4, 5), *running, 1e-3f, "running request");
   EXPECT_EQ(pool.stats().pages_used, 0);
@@ -89,6 +90,7 @@ TEST_F(SchedulerAdmissionTest, FullWaitingQueueRejectsAndQueueDrainsInOrder) {
   absl::StatusOr<RequestHandle> c = sched.Submit(Request(10, 4, std::make_shared<Collected>()));
   ASSERT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(c.status().message().find("--max-waiting 1"), std::string::npos) << c.status();
+  EXPECT_TRUE(IsQueueFull(c.status())) << "backpressure is told apart by its payload, not its text";
   while (!sched.idle()) ASSERT_TRUE(sched.StepAndDeliver().ok());
   EXPECT_EQ(a->tokens.size(), 4u);
   EXPECT_EQ(b->tokens, a->tokens);

@@ -53,10 +53,12 @@ class SchedulerDeviceTest : public ::testing::Test {
     r.prompt = s.prompt;
     r.max_new_tokens = kNewTokens;
     r.ignore_eos = true;
-    r.kv_policy = s.policy;
-    r.kv_budget = s.policy.empty() ? 0 : 40;
-    r.kv_window = s.policy.empty() ? 0 : 8;
-    r.kv_compress_at = s.at;
+    if (!s.policy.empty()) {
+      r.kv.policy = s.policy;
+      r.kv.budget = 40;
+      r.kv.window = 8;
+    }
+    if (!s.at.empty()) r.kv.compress_at = *ParseCompressAt(s.at);
     r.sink = CollectInto(out);
     return r;
   }
@@ -156,8 +158,8 @@ TEST_F(SchedulerDeviceTest, PoliciesWithoutADeviceFormAreRefusedAtSubmitAndOther
     auto out = std::make_shared<Collected>();
     EngineRequest req = Request({Prompt(50, 2), r.policy, "prefill_end"}, out);
     if (r.auto_risk > 0) {
-      req.kv_budget = 0;
-      req.kv_auto_risk = r.auto_risk;
+      req.kv.budget.reset();
+      req.kv.auto_risk = r.auto_risk;
     }
     auto h = sched.Submit(std::move(req));
     ASSERT_FALSE(h.ok()) << r.named;

@@ -47,10 +47,12 @@ std::vector<Collected> RunScheduler(const Model& model, const Tokenizer& tok, Ba
     r.prompt = s.prompt;
     r.max_new_tokens = kNew;
     r.ignore_eos = true;
-    r.kv_policy = s.policy;
-    r.kv_budget = s.policy.empty() ? 0 : 48;
-    r.kv_window = s.policy.empty() ? 0 : 16;
-    r.kv_compress_at = s.at;
+    if (!s.policy.empty()) {
+      r.kv.policy = s.policy;
+      r.kv.budget = 48;
+      r.kv.window = 16;
+    }
+    if (!s.at.empty()) r.kv.compress_at = *ParseCompressAt(s.at);
     r.sink = CollectInto(out);
     auto h = sched.Submit(std::move(r));
     EXPECT_TRUE(h.ok()) << h.status();

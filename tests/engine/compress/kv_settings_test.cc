@@ -1,0 +1,108 @@
+// KvSettings: names parsed from the one tables (unknown ones named, with the knob as each
+// source spells it), the one check, and the resolution over defaults (a request's budget
+// replaces auto:RISK, a chat prompt's short last turn is the question in question-scored
+// chunk mode only).
+#include "engine/compress/kv_settings.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace kvserve {
+namespace {
+
+CompressionSettings ChunkDefaults() {
+  CompressionSettings d;
+  d.policy = "snapkv";
+  d.budget = 0.1;
+  d.window = 16;
+  d.at = CompressAt::kChunk;
+  d.chunk_scoring = ChunkScoring::kQuestion;
+  return d;
+}
+
+bool Says(const absl::Status& st, const std::string& text) {
+  return st.message().find(text) != std::string_view::npos;
+}
+
+TEST(KvSettingsTest, AShortLastChatTurnIsTheQuestion) {
+  KvSettings kv;
+  EXPECT_EQ(ResolveKvSettings(kv, ChunkDefaults(), 40).question_tokens, 40);
+  // A turn holding a document is no question: the window stays.
+  EXPECT_FALSE(ResolveKvSettings(kv, ChunkDefaults(), kMaxChatQuestionTokens + 1).question_tokens.has_value());
+  // The request's own span wins.
+  kv.question_tokens = 7;
+  EXPECT_EQ(ResolveKvSettings(kv, ChunkDefaults(), 40).question_tokens, 7);
+}
+
+TEST(KvSettingsTest, TheChatTurnIsIgnoredWhereNoQuestionIsProbed) {
+  KvSettings kv;
+  kv.compress_at = CompressAt::kPrefillEnd;
+  CompressionSettings s = ResolveKvSettings(kv, ChunkDefaults(), 40);
+  EXPECT_EQ(s.at, CompressAt::kPrefillEnd);
+  EXPECT_FALSE(s.question_tokens.has_value());
+  EXPECT_TRUE(ValidateCompressionSettings(s, 4).ok());  // would fail with a question span
+  kv.compress_at.reset();
+  kv.chunk_scoring = ChunkScoring::kWindow;
+  EXPECT_FALSE(ResolveKvSettings(kv, ChunkDefaults(), 40).question_tokens.has_value());
+}
+
+TEST(KvSettingsTest, OverridesReplaceDefaultsAndABudgetReplacesAutoRisk) {
+  CompressionSettings defaults = ChunkDefaults();
+  defaults.at = CompressAt::kPrefillEnd;
+  defaults.auto_risk = 0.3;
+  KvSettings kv;
+  EXPECT_EQ(ResolveKvSettings(kv, defaults).auto_risk, 0.3);  // nothing set: the defaults
+  kv.budget = 64;
+  kv.policy = "criticalkv";
+  kv.plan = BudgetPlan::kPyramid;
+  const CompressionSettings s = ResolveKvSettings(kv, defaults);
+  EXPECT_EQ(s.budget, 64);
+  EXPECT_EQ(s.auto_risk, 0);
+  EXPECT_EQ(s.policy, "criticalkv");
+  EXPECT_EQ(PlanOf(s), BudgetPlan::kPyramid);
+  EXPECT_EQ(s.window, 16);
+}
+
+TEST(KvSettingsTest, UnknownNamesAreNamedAsTheirSourceSpellsThem) {
+  EXPECT_TRUE(Says(ParseCompressAt("sometimes", KvSource::kProto).status(),
+                   "kv.compress_at 'sometimes' is unknown; use one of prefill_end, chunk"));
+  EXPECT_TRUE(Says(ParseChunkScoring("vibes", KvSource::kFlags).status(), "--chunk-scoring 'vibes'"));
+  EXPECT_TRUE(Says(ParseKvBudgetPlan("zigzag", KvSource::kProto).status(), "uniform, pyramid, ripple"));
+  const absl::Status policy = ParseKvPolicy("h2o", KvSource::kFlags).status();
+  EXPECT_EQ(policy.code(), absl::StatusCode::kInvalidArgument);
+  for (const std::string& name : KvPolicyNames()) EXPECT_TRUE(Says(policy, name)) << policy;
+}
+
+TEST(KvSettingsTest, OneCheckNamesTheFieldOrTheFlag) {
+  KvSettings kv;
+  kv.window = 5000;
+  EXPECT_TRUE(Says(ValidateKvSettings(kv, KvSource::kProto, 2), "kv.window must be in [1, 4096], got 5000"));
+  EXPECT_TRUE(Says(ValidateKvSettings(kv, KvSource::kFlags, 2), "--kv-window must be in [1, 4096], got 5000"));
+  kv = {};
+  kv.question_tokens = 8;
+  kv.compress_at = CompressAt::kPrefillEnd;
+  EXPECT_TRUE(Says(ValidateKvSettings(kv, KvSource::kFlags, 2), "--question-tokens 8 needs --compress-at chunk"));
+  kv = {};
+  kv.layer_quota = std::vector<int64_t>{8};
+  EXPECT_TRUE(Says(ValidateKvSettings(kv, KvSource::kProto, 2), "kv.layer_budgets has 1 entries"));
+  EXPECT_TRUE(ValidateKvSettings(kv, KvSource::kProto, 1).ok());
+  kv = {};
+  EXPECT_TRUE(ValidateKvSettings(kv, KvSource::kProto, 2).ok()) << "nothing set: nothing to check";
+}
+
+TEST(KvSettingsTest, PolicySpecsSetPolicyPlanAndMode) {
+  absl::StatusOr<KvSettings> kv = ParsePolicySpec("criticalkv@pyramid/chunk:window");
+  ASSERT_TRUE(kv.ok()) << kv.status();
+  EXPECT_EQ(kv->policy, "criticalkv");
+  EXPECT_EQ(kv->plan, BudgetPlan::kPyramid);
+  EXPECT_EQ(kv->compress_at, CompressAt::kChunk);
+  EXPECT_EQ(kv->chunk_scoring, ChunkScoring::kWindow);
+  EXPECT_FALSE(ParsePolicySpec("snapkv").value().plan.has_value());
+  EXPECT_TRUE(Says(ParsePolicySpec("snapkv/sometimes").status(), "unknown compression mode 'sometimes'"));
+  EXPECT_TRUE(Says(ParsePolicySpec("h2o").status(), "'h2o'"));
+  EXPECT_TRUE(Says(ParsePolicySpec("snapkv@zigzag").status(), "'zigzag'"));
+}
+
+}  // namespace
+}  // namespace kvserve
