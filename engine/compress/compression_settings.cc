@@ -22,10 +22,59 @@ std::string_view CompressAtName(CompressAt at) { return kCompressAtNames[static_
 absl::Span<const std::string_view> ChunkScoringNames() { return kChunkScoringNames; }
 std::string_view ChunkScoringName(ChunkScoring scoring) { return kChunkScoringNames[static_cast<size_t>(scoring)]; }
 
+namespace {
+
+// Every KV policy: its name (requests, flags, metrics) and how it is made. A new policy is
+// its class's file plus one row here.
+struct KvPolicyRow {
+  const char* name;
+  std::unique_ptr<KvPolicy> (*make)(const CompressionSettings& s);
+};
+
+const std::vector<KvPolicyRow>& KvPolicyTable() {
+  static const std::vector<KvPolicyRow> rows = {
+      {"full", [](const CompressionSettings&) -> std::unique_ptr<KvPolicy> { return std::make_unique<FullPolicy>(); }},
+      {"streaming",
+       [](const CompressionSettings& s) -> std::unique_ptr<KvPolicy> {
+         return std::make_unique<StreamingLlmPolicy>(s.n_sink);
+       }},
+      {"snapkv",
+       [](const CompressionSettings& s) -> std::unique_ptr<KvPolicy> {
+         return std::make_unique<SnapKvPolicy>(s.policy, s.pool_kernel);
+       }},
+      {"criticalkv",
+       [](const CompressionSettings& s) -> std::unique_ptr<KvPolicy> {
+         return std::make_unique<CriticalKvPolicy>(s.pool_kernel, s.first_stage_ratio);
+       }},
+      // SnapKV's selection under the PyramidKV budget plan (PlanOf).
+      {"pyramid",
+       [](const CompressionSettings& s) -> std::unique_ptr<KvPolicy> {
+         return std::make_unique<SnapKvPolicy>(s.policy, s.pool_kernel);
+       }},
+      {"keydiff",
+       [](const CompressionSettings&) -> std::unique_ptr<KvPolicy> { return std::make_unique<KeyDiffPolicy>(); }},
+      {"mergereduce:random",
+       [](const CompressionSettings& s) -> std::unique_ptr<KvPolicy> {
+         return std::make_unique<MergeReducePolicy>(s.policy, MakeReducer("random", ReduceProtectedDims(s)),
+                                                    s.reduce_seed, s.n_sink);
+       }},
+      {"mergereduce:cluster",
+       [](const CompressionSettings& s) -> std::unique_ptr<KvPolicy> {
+         return std::make_unique<MergeReducePolicy>(s.policy, MakeReducer("cluster", ReduceProtectedDims(s)),
+                                                    s.reduce_seed, s.n_sink);
+       }},
+  };
+  return rows;
+}
+
+}  // namespace
+
 const std::vector<std::string>& KvPolicyNames() {
-  static const std::vector<std::string> names = {"full",    "streaming",          "snapkv",
-                                                 "criticalkv", "pyramid",      "keydiff",
-                                                 "mergereduce:random", "mergereduce:cluster"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const KvPolicyRow& row : KvPolicyTable()) n.emplace_back(row.name);
+    return n;
+  }();
   return names;
 }
 
@@ -74,17 +123,10 @@ absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n
 
 absl::StatusOr<std::unique_ptr<KvPolicy>> MakeKvPolicy(const CompressionSettings& s) {
   if (absl::StatusOr<std::string> known = ParseKvPolicy(s.policy); !known.ok()) return known.status();
-  if (s.policy == "full") return std::make_unique<FullPolicy>();
-  if (s.policy == "streaming") return std::make_unique<StreamingLlmPolicy>(s.n_sink);
-  if (IsMergeReducePolicy(s.policy)) {
-    return std::make_unique<MergeReducePolicy>(s.policy, MakeReducer(s.policy.substr(12), ReduceProtectedDims(s)),
-                                               s.reduce_seed, s.n_sink);
+  for (const KvPolicyRow& row : KvPolicyTable()) {
+    if (s.policy == row.name) return row.make(s);
   }
-  if (s.policy == "keydiff") return std::make_unique<KeyDiffPolicy>();
-  if (s.policy == "criticalkv") {
-    return std::make_unique<CriticalKvPolicy>(s.pool_kernel, s.first_stage_ratio);
-  }
-  return std::make_unique<SnapKvPolicy>(s.policy, s.pool_kernel);
+  return absl::InternalError(absl::StrCat("KV policy '", s.policy, "' is named but has no row"));
 }
 
 }  // namespace kvserve

@@ -130,7 +130,8 @@ class KvPolicy {
 
 // A policy that only scores: each KV head keeps its n_keep best-scored candidates (higher
 // first, ties to the lower slot, Backend::TopKPerHead), with their own log-weights. Adding
-// one is a class with Score (and its flags) plus its row in MakeKvPolicy.
+// one is a class with Score (and its flags) plus its row in KvPolicyTable()
+// (compression_settings.cc).
 class ScoringPolicy : public KvPolicy {
  public:
   // scores [n_kv_heads, r.Candidates().len], backend memory. Buffers the policy needs it
