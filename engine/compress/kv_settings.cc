@@ -11,6 +11,10 @@
 #include "absl/strings/str_join.h"
 
 namespace kvserve {
+
+namespace {
+constexpr double kMaxBudgetTokens = 1 << 30;  // --max-context's own upper bound
+}  // namespace
 namespace {
 
 // Each knob as the engine, the GenerateRequest (proto/kvserve/v1/generation.proto) and the
@@ -141,6 +145,10 @@ absl::Status ValidateKvSettings(const KvSettings& kv, KvSource source, int64_t n
     if (b > 1 && b != std::floor(b)) {
       return Bad(name("budget"), " above 1 counts tokens and must be a whole number, got ", b);
     }
+    // Token counts become int64 downstream; past any context a budget only means "keep all".
+    if (b > kMaxBudgetTokens) {
+      return Bad(name("budget"), " counts at most ", static_cast<int64_t>(kMaxBudgetTokens), " tokens, got ", b);
+    }
   }
   if (kv.auto_risk) {
     const double r = *kv.auto_risk;
@@ -159,6 +167,10 @@ absl::Status ValidateKvSettings(const KvSettings& kv, KvSource source, int64_t n
     }
     for (size_t l = 0; l < q.size(); ++l) {
       if (q[l] < 1) return Bad(name("layer_quota"), "[", l, "] must be >= 1, got ", q[l]);
+      if (q[l] > static_cast<int64_t>(kMaxBudgetTokens)) {
+        return Bad(name("layer_quota"), "[", l, "] counts at most ", static_cast<int64_t>(kMaxBudgetTokens),
+                   " tokens, got ", q[l]);
+      }
     }
   }
   if (kv.question_tokens) {

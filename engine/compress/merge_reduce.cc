@@ -40,7 +40,10 @@ int64_t MergeReduceBuckets::SteadyBound(const MergeReduceShape& s, int64_t n) {
 MergeReduceShape MergeReduceShapeForBudget(int64_t budget, int64_t window, int64_t n, int64_t sinks,
                                            int64_t max_level) {
   MergeReduceShape s{1, window, max_level, sinks};
-  for (int64_t k = std::max<int64_t>(1, budget); k >= 1; --k) {
+  // A bucket of n entries is never filled (2k raw entries make one), so every k >= n keeps
+  // the whole sequence alike: starting at n bounds this search, and the one in
+  // MergeReduceShapeForPrompt, by the sequence, not by a budget a request may set to 3e9.
+  for (int64_t k = std::clamp<int64_t>(budget, 1, std::max<int64_t>(1, n)); k >= 1; --k) {
     s.k = k;
     if (MergeReduceBuckets::SteadyBound(s, n) <= budget) return s;
   }

@@ -3,6 +3,7 @@
 // the total weight of every head, and the recent window untouched.
 #include "engine/compress/merge_reduce.h"
 
+
 #include <cmath>
 #include <random>
 
@@ -145,6 +146,15 @@ TEST(MergeReduceTest, SinksAreNeverReduced) {
       }
     }
   }
+}
+
+TEST(MergeReduceShapeTest, AHugeBudgetIsBoundedByTheSequenceNotSearchedToIt) {
+  // A request once set a budget of 3e9 and spun here for a minute under the engine lock.
+  const MergeReduceShape s = MergeReduceShapeForPrompt(3'000'000'000, 8, 2112, 4, 2048, 512);
+  EXPECT_LE(s.k, 2112);  // the search starts at the sequence's length
+  // It keeps the whole prompt, as a budget past the sequence means.
+  EXPECT_EQ(EntriesAfterPrompt(s, 2048, 512), 2048);
+  EXPECT_EQ(EntriesAfterPrompt(MergeReduceShapeForPrompt(2112, 8, 2112, 4, 2048, 512), 2048, 512), 2048);
 }
 
 }  // namespace
