@@ -26,7 +26,8 @@ EngineRequest RequestFor(absl::Span<const int32_t> prompt, const GenerationOptio
 
 absl::Status ValidateGeneration(const Model& model, absl::Span<const int32_t> prompt,
                                 const GenerationOptions& o, int64_t max_context) {
-  return ValidateRequest(model, RequestFor(prompt, o), o.compression, {max_context, o.page_size, o.prefill_chunk});
+  if (absl::Status st = ValidateCompressionSettings(o.compression, model.config.n_layers); !st.ok()) return st;
+  return ValidateRequest(model, RequestFor(prompt, o), {max_context, o.page_size, o.prefill_chunk});
 }
 
 int64_t PeakPagesForGeneration(const Model& model, int64_t prompt_len, const GenerationOptions& o) {

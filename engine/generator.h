@@ -44,7 +44,8 @@ struct GenerationResult {
   int64_t kv_slots_at_end = 0;       // KV slots held at the end, summed over layers
 };
 
-// Checks the request against the model (ValidateRequest); the message names the bad value.
+// Checks the compression settings, then the request (ValidateRequest); the message names the
+// bad value.
 absl::Status ValidateGeneration(const Model& model, absl::Span<const int32_t> prompt,
                                 const GenerationOptions& options, int64_t max_context);
 

@@ -19,7 +19,18 @@ const char* const kKeyWords[] = {"apple",   "river",  "candle", "harbor", "violi
                                  "granite", "orchid", "pepper", "saddle", "tunnel", "walnut", "zephyr", "bishop",
                                  "cactus",  "dolphin", "ember", "fossil", "glacier", "hammock", "igloo", "jasmine"};
 
+constexpr char kMagicNumbersInstruction[] =
+    "Some special magic numbers are hidden within the following text. Make sure to memorize it. "
+    "I will quiz you about the numbers afterwards.\n";
+
+// The multikey and multivalue needle: " One of the special magic numbers for WORD is: N."
+Needle MagicNumberNeedle(const std::string& word, const std::string& value, double depth) {
+  return {absl::StrCat(" One of the special magic numbers for ", word, " is: ", value, "."), depth};
+}
+
 }  // namespace
+
+double RandomNeedleDepth(SampleRng& rng) { return 0.05 + 0.9 * rng.Unit(); }
 
 std::string RandomDigits(SampleRng& rng, int n) {
   // A leading non-zero digit keeps the number's written length at n.
@@ -77,14 +88,12 @@ absl::StatusOr<EvalSample> BuildMultikeySample(const Tokenizer& tokenizer, const
   std::vector<std::string> values;
   for (int i = 0; i < kMultikeyNeedles; ++i) {
     values.push_back(RandomDigits(rng, 7));
-    needles.push_back({absl::StrCat(" One of the special magic numbers for ", words[i], " is: ", values[i], "."),
-                       0.05 + 0.9 * rng.Unit()});
+    needles.push_back(MagicNumberNeedle(words[i], values[i], RandomNeedleDepth(rng)));
   }
   const int64_t asked = rng.Uniform(0, kMultikeyNeedles - 1);
   const std::string& word = words[asked];
   const RetrievalPrompt prompt{
-      "Some special magic numbers are hidden within the following text. Make sure to memorize it. "
-      "I will quiz you about the numbers afterwards.\n",
+      kMagicNumbersInstruction,
       absl::StrCat("\nWhat is the special magic number for ", word, " mentioned in the provided text?"),
       // The needle's own words: SmolLM2-135M finishes them from the cache (a paraphrase it
       // answers far less often with the full cache, which tells methods apart less well).
@@ -104,17 +113,16 @@ absl::StatusOr<EvalSample> BuildMultivalueSample(const Tokenizer& tokenizer, con
   const std::string word = kKeyWords[rng.Uniform(0, n_words - 1)];
   // Drawn depths, then sorted: the answer lists the values in the order the text gives them.
   std::vector<double> depths;
-  for (int i = 0; i < kMultivalueNeedles; ++i) depths.push_back(0.05 + 0.9 * rng.Unit());
+  for (int i = 0; i < kMultivalueNeedles; ++i) depths.push_back(RandomNeedleDepth(rng));
   std::sort(depths.begin(), depths.end());
   std::vector<Needle> needles;
   std::vector<std::string> values;
   for (int i = 0; i < kMultivalueNeedles; ++i) {
     values.push_back(RandomDigits(rng, 7));
-    needles.push_back({absl::StrCat(" One of the special magic numbers for ", word, " is: ", values[i], "."), depths[i]});
+    needles.push_back(MagicNumberNeedle(word, values[i], depths[i]));
   }
   const RetrievalPrompt prompt{
-      "Some special magic numbers are hidden within the following text. Make sure to memorize it. "
-      "I will quiz you about the numbers afterwards.\n",
+      kMagicNumbersInstruction,
       absl::StrCat("\nWhat are all the special magic numbers for ", word, " mentioned in the provided text?"),
       absl::StrCat("The special magic numbers for ", word, " are:")};
   absl::StatusOr<EvalSample> s = AssembleRetrievalSample(tokenizer, spec, r, prompt, needles, "multivalue");

@@ -24,6 +24,9 @@ struct RetrievalSpec {
   PromptStyle style = PromptStyle::kPlain;
 };
 
+// A needle depth drawn uniformly from [0.05, 0.95).
+double RandomNeedleDepth(SampleRng& rng);
+
 // n random digits, the first non-zero.
 std::string RandomDigits(SampleRng& rng, int n);
 

@@ -37,7 +37,7 @@ absl::StatusOr<EvalSample> BuildVariableTrackingSample(const Tokenizer& tokenize
   }
   const std::string value = RandomDigits(rng, 5);
   std::vector<double> depths;
-  for (int i = 0; i < kChainLength; ++i) depths.push_back(0.05 + 0.9 * rng.Unit());
+  for (int i = 0; i < kChainLength; ++i) depths.push_back(RandomNeedleDepth(rng));
   std::sort(depths.begin(), depths.end());  // a link comes after the one it copies
   std::vector<Needle> needles;
   needles.push_back({absl::StrCat(" VAR ", names[0], " = ", value, "."), depths[0]});

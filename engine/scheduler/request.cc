@@ -29,8 +29,7 @@ std::string_view FinishReasonName(FinishReason r) {
   return "?";
 }
 
-absl::Status ValidateRequest(const Model& model, const EngineRequest& r, const CompressionSettings& kv,
-                             const RequestLimits& limits) {
+absl::Status ValidateRequest(const Model& model, const EngineRequest& r, const RequestLimits& limits) {
   const int64_t vocab = model.config.vocab_size;
   const int64_t prompt_len = static_cast<int64_t>(r.prompt.size());
   if (r.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
@@ -58,7 +57,6 @@ absl::Status ValidateRequest(const Model& model, const EngineRequest& r, const C
       return absl::InvalidArgumentError(absl::StrCat("stop token id ", id, " is outside [0, ", vocab, ")"));
     }
   }
-  if (absl::Status st = ValidateCompressionSettings(kv, model.config.n_layers); !st.ok()) return st;
   if (absl::Status st = ValidateSamplingParams(r.sampling, static_cast<int32_t>(vocab)); !st.ok()) return st;
   for (int32_t t : r.prompt) {
     if (t < 0 || t >= vocab) {

@@ -89,9 +89,8 @@ struct RequestLimits {
   int64_t prefill_chunk = 512;
 };
 
-// Checks a request against the model and the limits; kv is the compression it resolves to.
-// The message names the bad value.
-absl::Status ValidateRequest(const Model& model, const EngineRequest& r, const CompressionSettings& kv,
-                             const RequestLimits& limits);
+// Checks a request's own fields against the model and the limits; the message names the bad
+// value. Its KV settings are checked once they are resolved (Scheduler::Submit).
+absl::Status ValidateRequest(const Model& model, const EngineRequest& r, const RequestLimits& limits);
 
 }  // namespace kvserve

@@ -61,10 +61,10 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, Backend& ba
 
 Scheduler::~Scheduler() { AbortAll(); }
 
-absl::Status Scheduler::Validate(const EngineRequest& r, const CompressionSettings& kv, int64_t peak_pages) const {
+absl::Status Scheduler::Validate(const EngineRequest& r, int64_t peak_pages) const {
   const RequestLimits limits{config_.max_context > 0 ? config_.max_context : model_.config.max_context,
                              pool_.shape().page_size, config_.prefill_chunk};
-  if (absl::Status st = ValidateRequest(model_, r, kv, limits); !st.ok()) return st;
+  if (absl::Status st = ValidateRequest(model_, r, limits); !st.ok()) return st;
   if (peak_pages > pool_.shape().num_pages) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "request needs ", peak_pages, " KV pages (", r.prompt.size(), " prompt + ", r.max_new_tokens,
@@ -95,7 +95,7 @@ absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
   } else {
     peak = PeakPagesForRequest(prompt_len, request.max_new_tokens, pool_.shape().page_size, model_.config.n_layers);
   }
-  if (absl::Status st = Validate(request, kv, peak); !st.ok()) return st;
+  if (absl::Status st = Validate(request, peak); !st.ok()) return st;
   const bool admit_now = waiting_.empty() && peak <= pool_.unpromised_pages() &&
                          num_running() < config_.max_batch_tokens;
   if (!admit_now && num_waiting() >= config_.max_waiting) {

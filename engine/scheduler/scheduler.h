@@ -92,7 +92,7 @@ class Scheduler {
  private:
   struct Sequence;
 
-  absl::Status Validate(const EngineRequest& r, const CompressionSettings& kv, int64_t peak_pages) const;
+  absl::Status Validate(const EngineRequest& r, int64_t peak_pages) const;
   // Compacts what the step made due for s; false (s failed) on error.
   bool Compress(Sequence& s, bool prompt_done);
   void FillUsage(const Sequence& s, StreamEvent* e) const;
