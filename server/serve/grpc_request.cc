@@ -208,7 +208,16 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& st) {
-  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
+  // Messages quote the bad value; a 100 KB one would exceed the client's 16 KiB metadata limit
+  // and the caller would see only "Stream removed". The head names the field and the value.
+  constexpr size_t kMaxMessageBytes = 1024;
+  std::string message(st.message());
+  if (message.size() > kMaxMessageBytes) {
+    const size_t cut = message.size() - kMaxMessageBytes;
+    message.resize(kMaxMessageBytes);
+    absl::StrAppend(&message, "... (", cut, " more bytes)");
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), message);
 }
 
 const char* RejectReason(const absl::Status& st) {

@@ -57,6 +57,9 @@ std::vector<BadCase> Cases() {
       {"prompt_over_limit", [&](R& r) { ids(r, std::vector<int32_t>(5000, 7)); }, kInvalid,
        "prompts[0] has 5000 tokens; the limit is 4095"},
       {"unknown_policy", [](R& r) { r.mutable_kv()->set_policy("magic"); }, kInvalid, "kv.policy 'magic'"},
+      // A 100 KB value quoted back whole would pass the client's metadata limit ("Stream removed").
+      {"huge_policy_name", [](R& r) { r.mutable_kv()->set_policy(std::string(100000, 'x')); }, kInvalid,
+       "kv.policy 'xxxxxxxx"},
       {"negative_budget", [](R& r) { r.mutable_kv()->set_budget(-0.5); }, kInvalid, "kv.budget must be > 0, got -0.5"},
       {"zero_budget", [](R& r) { r.mutable_kv()->set_budget(0); }, kInvalid, "kv.budget must be > 0, got 0"},
       {"fractional_token_budget", [](R& r) { r.mutable_kv()->set_budget(10.5); }, kInvalid, "whole number"},
