@@ -51,7 +51,8 @@ constexpr Row kFlags[] = {
     {"kv-budget", {"B", "KV budget: fraction <= 1 of the prompt, tokens per layer, or auto:RISK"}},
     {"kv-dtype", {"DTYPE", "K/V storage: f32 or f16 (halves KV memory)"}},
     {"kv-memory", {"BYTES|FRACTION", "KV pool size: bytes (512M, 2G) or a fraction of free (device) memory"}},
-    {"kv-policy", {"POLICY", "KV compression: full, streaming, snapkv, criticalkv, pyramid, mergereduce:random|cluster"}},
+    {"kv-policy", {"POLICY", "KV compression: full, streaming, snapkv, criticalkv, pyramid, keydiff, mergereduce:random, "
+                           "mergereduce:cluster"}},
     {"kv-window", {"N", "observation window: the prompt's last N tokens score the rest"}},
     {"layer-budget", {"N", "tokens the one compressed layer keeps"}},
     {"max-batch-tokens", {"N", "tokens in one engine step (prefill chunks plus decodes)"}},

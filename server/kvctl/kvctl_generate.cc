@@ -18,8 +18,8 @@ const char kGenerateUsage[] =
     "kvctl generate ((--prompt TEXT | --prompt-file F)... | --token-ids '1 2 3') [--chat [--system TEXT]] [--stream]\n"
     "  [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
     "  [--presence-penalty P] [--frequency-penalty P] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
-    "  [--ignore-eos] [--kv-policy full|streaming|snapkv|criticalkv|pyramid] [--kv-budget B|auto:RISK] [--budget-plan uniform|pyramid (or --kv-plan)]\n"
-    "  [--compress-at prefill_end|chunk] [--chunk-scoring question|window] [--question-tokens N]\n"
+    "  [--ignore-eos] [--kv-policy POLICY] [--kv-budget B|auto:RISK] [--budget-plan PLAN (or --kv-plan)]\n"
+    "  [--compress-at WHEN] [--chunk-scoring MODE] [--question-tokens N]\n"
     "  [--request-id ID] [--usage (finish reason, usage and timings on stderr)] [--ids (print token ids)]\n";
 
 const std::vector<std::string>& GenerateFlags() {
