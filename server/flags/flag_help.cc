@@ -26,7 +26,8 @@ constexpr Row kFlags[] = {
     {"calibration", {"FILE[,FILE...]", "calibration text files (repeatable)"}},
     {"chat", {"", "render the prompt with the model's chat template"}},
     {"check", {"PROFILE.json", "rank-correlate a profile with measured per-layer damage"}},
-    {"chunk-scoring", {"MODE", "chunk mode scoring: question (the question's queries) or window (the chunk's own)"}},
+    {"chunk-scoring", {"MODE", "chunk mode scoring: question (the question's queries at its own positions), question_adjacent "
+                               "(the same, right after the chunk) or window (the chunk's own)"}},
     {"clients", {"N", "concurrent clients"}},
     {"compress-at", {"WHEN", "when to compress: prefill_end or chunk (after every prefill chunk)"}},
     {"context", {"N", "context length in tokens"}},
@@ -96,6 +97,7 @@ constexpr Row kFlags[] = {
     {"ripple-gamma", {"G", "RippleKV: clip per-layer weights to [1/G, G]"}},
     {"ripple-profile", {"PROFILE.json", "RippleKV profile for @ripple rows"}},
     {"ripple-r", {"R", "RippleKV: weight disparity r in w = r^s"}},
+    {"sample-range", {"I:J", "run samples I..J-1 of --samples N only (the same samples a whole run draws)"}},
     {"samples", {"N", "samples to measure"}},
     {"scored-tokens", {"N", "tokens at the end of each sample whose KL is scored"}},
     {"seed", {"S", "seed of the run's randomness"}},
