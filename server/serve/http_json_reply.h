@@ -22,7 +22,7 @@ void ReplyError(httplib::Response& res, const absl::Status& st, const FieldRenam
 absl::Status LoadingError();
 
 // What /v1/models lists and responses carry as "model": --model's file name (a path's last
-// part, "random:tiny" as given). Requests may name any model: this server serves one.
+// part; "random:tiny:0" for a random preset, as the loader names it). Requests may name any model: this server serves one.
 std::string ServedModelName(const ServeContext& ctx);
 
 }  // namespace kvserve

@@ -19,8 +19,9 @@ absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& body) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what() names the byte offset and what was expected; it never quotes the whole body.
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error, invalid UTF-8, or a number past a double's range (1e400). e.what()
+    // names the byte offset and what was expected; it never quotes the whole body.
     return absl::InvalidArgumentError(absl::StrCat("the body is not valid JSON: ", e.what()));
   }
   if (!j.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
