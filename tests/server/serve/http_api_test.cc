@@ -348,5 +348,49 @@ TEST(HttpApiTest, DrainingServerAnswers503) {
   EXPECT_EQ(server->Wait(std::chrono::seconds(30)), 0);
 }
 
+TEST(HttpApiTest, TlsFilesServeHttps) {
+  const std::string dir = RunCommand("mktemp -d | tr -d '\\n'");
+  ASSERT_EQ(std::system(("cd " + dir + " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost"
+                         " -addext subjectAltName=DNS:localhost -keyout s.key -out s.crt >/dev/null 2>&1")
+                            .c_str()),
+            0)
+      << "the openssl CLI is needed";
+  // Not ServerProcess: its readiness probe speaks plaintext gRPC.
+  const std::string ports = dir + "/ports";
+  const std::string serve = BinaryPath("kvserve") + " serve --model random:tiny --host 127.0.0.1 --port 0" +
+                            " --metrics-port -1 --http-port 0 --kv-memory 64M --port-file " + ports + " --tls-cert " +
+                            dir + "/s.crt --tls-key " + dir + "/s.key";
+  const std::string pid = RunCommand("(" + serve + " >" + dir + "/log 2>&1 & echo $!) | tr -d '\\n'");
+  struct KillAtEnd {
+    std::string pid;
+    ~KillAtEnd() { RunCommand("kill " + pid); }
+  } kill_at_end{pid};
+  int port = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    std::ifstream in(ports);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("http=", 0) == 0) port = std::stoi(line.substr(5));
+    }
+    return port > 0;
+  }, std::chrono::seconds(60)));
+  httplib::SSLClient c("localhost", port);
+  c.set_ca_cert_path((dir + "/s.crt").c_str());
+  c.enable_server_certificate_verification(true);
+  c.set_read_timeout(60, 0);
+  ASSERT_TRUE(WaitFor([&] {
+    httplib::Result h = c.Get("/health");
+    return h && h->status == 200;
+  }, std::chrono::seconds(60)));
+  httplib::Result r = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 3})", "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 3);
+  // Plaintext HTTP to the TLS port gets no answer.
+  httplib::Client plain("127.0.0.1", port);
+  plain.set_read_timeout(5, 0);
+  httplib::Result p = plain.Get("/health");
+  EXPECT_TRUE(!p || p->status != 200);
+}
+
 }  // namespace
 }  // namespace kvserve::testing
