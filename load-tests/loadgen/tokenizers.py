@@ -70,7 +70,8 @@ class OpenAiServerTokenizer:
         self.max_context = model.get("max_model_len") or max_context
         self.vocab_size = None
         try:
-            self.has_chat_template = bool(self._post("/tokenize", {"messages": [{"role": "user", "content": "hi"}]}))
+            reply = self._post("/tokenize", {"messages": [{"role": "user", "content": "hi"}]})
+            self.has_chat_template = bool(reply.get("tokens"))
         except urllib.error.HTTPError:
             self.has_chat_template = False
 
@@ -80,10 +81,13 @@ class OpenAiServerTokenizer:
             return json.load(r)
 
     def encode(self, text):
-        return self._post("/tokenize", {"prompt": text, "add_special_tokens": False})["tokens"]
+        # vLLM's (and kvserve's) "prompt", else llama-server's "content".
+        out = self._post("/tokenize", {"prompt": text, "content": text, "add_special_tokens": False})
+        return out["tokens"]
 
     def decode(self, ids):
-        return self._post("/detokenize", {"tokens": ids})["prompt"]
+        out = self._post("/detokenize", {"tokens": ids})
+        return out["prompt"] if "prompt" in out else out["content"]
 
     def chat(self, text):
         if not self.has_chat_template:
