@@ -30,6 +30,10 @@ absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& body) {
 
 std::string QuoteJson(const nlohmann::json& v) {
   constexpr size_t kMax = 80;
+  // Never dump a container: dump() recurses, and a client's 100,000-deep array would overflow
+  // the worker's stack.
+  if (v.is_array()) return absl::StrCat("an array of ", v.size());
+  if (v.is_object()) return absl::StrCat("an object of ", v.size(), " fields");
   std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > kMax) s = absl::StrCat(s.substr(0, kMax), "...");
   return s;

@@ -17,7 +17,7 @@ namespace kvserve {
 // INVALID_ARGUMENT with the parser's position, never an exception.
 absl::StatusOr<nlohmann::json> ParseJsonObject(const std::string& body);
 
-// A short quote of a value for error messages (at most ~80 bytes).
+// A short quote of a value for error messages (at most ~80 bytes; a container by its size).
 std::string QuoteJson(const nlohmann::json& v);
 
 // Reads fields of one object. An absent field and a JSON null read as unset. The first error

@@ -141,6 +141,22 @@ TEST(OpenAiRequest, BadJsonIsA400NeverAThrow) {
   }
 }
 
+TEST(OpenAiRequest, DeeplyNestedValuesAreRefusedWithoutRecursion) {
+  // Quoting the bad value must not dump it: dump() recurses once per level.
+  const int depth = 200000;
+  const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  for (const std::string& body : {"{\"prompt\": [" + nested + "]}", "{\"prompt\": \"a\", \"temperature\": " + nested + "}",
+                                  "{\"messages\": [{\"role\": \"user\", \"content\": [" + nested + "]}]}"}) {
+    absl::StatusOr<json> j = ParseJsonObject(body);
+    ASSERT_TRUE(j.ok()) << j.status();
+    absl::StatusOr<OpenAiRequest> r = ParseOpenAiRequest(
+        *j, body.find("messages") != std::string::npos ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions,
+        64);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(ToOpenAiError(r.status()).http_status, 400) << r.status();
+  }
+}
+
 TEST(OpenAiRequest, UnsupportedFieldsAreRefusedByName) {
   struct Case {
     const char* body;
