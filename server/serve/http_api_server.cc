@@ -44,13 +44,19 @@ absl::StatusOr<std::unique_ptr<HttpApiServer>> HttpApiServer::Start(const HttpAp
   http.set_read_timeout(options.io_timeout_seconds, 0);
   http.set_write_timeout(options.io_timeout_seconds, 0);
   http.set_keep_alive_timeout(std::min(options.io_timeout_seconds, 5));
+  // httplib closes a kept-alive connection after 5 requests by default; a load generator's
+  // client would then reconnect every fifth request.
+  http.set_keep_alive_max_count(1000);
   http.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   http.set_tcp_nodelay(true);  // a stream's small SSE events go out at once
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind
   // the same port in silence and split the traffic.
-  http.set_socket_options([](int sock) {
+  // The listening socket is kept (the last one httplib made) to widen its backlog below.
+  auto listen_fd = std::make_shared<int>(-1);
+  http.set_socket_options([listen_fd](int sock) {
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    *listen_fd = sock;
   });
   s->Routes();
   const int bound = options.port == 0 ? http.bind_to_any_port(options.host)
@@ -59,6 +65,10 @@ absl::StatusOr<std::unique_ptr<HttpApiServer>> HttpApiServer::Start(const HttpAp
     return absl::UnavailableError(absl::StrCat("--http-port ", options.port, " on --host '", options.host,
                                                "': cannot listen (in use, not a local address, or not permitted)"));
   }
+  // Debian's libcpp-httplib is compiled with a listen backlog of 5: 16 clients connecting at
+  // once overflowed it, and the dropped SYNs were retried after 1 s (p99 TTFT 1 s in
+  // docs/PERF.md). listen() again on a listening socket only changes its backlog.
+  if (*listen_fd >= 0) ::listen(*listen_fd, SOMAXCONN);
   s->port_ = bound;
   HttpApiServer* self = s.get();
   s->thread_ = std::thread([self] { self->http_->listen_after_bind(); });
