@@ -152,7 +152,10 @@ class OpenAiBackend:
         import asyncio
         import aiohttp
         body = {"model": self.model, "prompt": prompt.token_ids, "max_tokens": prompt.max_new_tokens,
-                "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos}
+                "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos,
+                # llama-server reuses a cached prompt prefix by default; kvserve has no prefix cache, and
+                # repeated runs of one workload would otherwise measure the cache (others ignore the field)
+                "cache_prompt": False}
         for k, v in (kv or {}).items():
             body["kv_" + k] = v
         timer, parts, usage, finish = _Timer(rec), [], None, None

@@ -174,7 +174,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, OpenAiEndpoin
   }
 
   v1::SamplingParams* s = r.proto.mutable_sampling();
-  if (auto v = b.Number("temperature")) s->set_temperature(static_cast<float>(*v));
+  // Unset, OpenAI samples at temperature 1 (the gRPC API's unset is greedy): clients written for
+  // OpenAI get what they expect.
+  s->set_temperature(static_cast<float>(b.Number("temperature").value_or(1.0)));
   if (auto v = b.Number("top_p")) s->set_top_p(static_cast<float>(*v));
   if (auto v = b.Number("min_p")) s->set_min_p(static_cast<float>(*v));
   if (auto v = b.Number("repetition_penalty")) s->set_repetition_penalty(static_cast<float>(*v));

@@ -136,7 +136,7 @@ TEST(HttpApiTest, CompletionMatchesGrpcForTheSameRequest) {
 TEST(HttpApiTest, StreamEndsWithUsageThenDone) {
   auto server = StartHttp();
   ASSERT_NE(server, nullptr);
-  const std::string common = R"("prompt": "Hello", "max_tokens": 12, "ignore_eos": true, "logprobs": 2)";
+  const std::string common = R"("prompt": "Hello", "max_tokens": 12, "ignore_eos": true, "logprobs": 2, "temperature": 0)";
   const Reply unary = Post(*server, "/v1/completions", "{" + common + "}");
   ASSERT_EQ(unary.status, 200) << unary.body;
   const Reply stream = Post(*server, "/v1/completions",

@@ -77,6 +77,16 @@ TEST(OpenAiRequest, LogprobsZeroStillAsksTheEngineForTheTokensOwn) {
   EXPECT_EQ(none->proto.logprobs().top_logprobs(), 0u);
 }
 
+TEST(OpenAiRequest, UnsetTemperatureIsOpenAisOneNotGreedy) {
+  absl::StatusOr<OpenAiRequest> r = Completion(R"({"prompt": "a"})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FLOAT_EQ(r->proto.sampling().temperature(), 1.0f);
+  EXPECT_FALSE(r->seed.has_value());  // the server draws one per call
+  absl::StatusOr<OpenAiRequest> greedy = Completion(R"({"prompt": "a", "temperature": 0})");
+  ASSERT_TRUE(greedy.ok());
+  EXPECT_FLOAT_EQ(greedy->proto.sampling().temperature(), 0.0f);
+}
+
 TEST(OpenAiRequest, PromptForms) {
   absl::StatusOr<OpenAiRequest> list = Completion(R"({"prompt": ["a", "b"], "n": 3})");
   ASSERT_TRUE(list.ok()) << list.status();
