@@ -3,6 +3,7 @@
 // checked once, by BuildEngineRequests, and its messages renamed to the body's field names.
 #include "server/serve/openai_request.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -97,7 +98,7 @@ absl::Status ReadOpenAiMessages(const json& body, v1::Prompt* out) {
 namespace {
 
 // Fields kvserve recognises but cannot honour: a 400 naming them beats silently different output.
-absl::Status RejectUnsupported(JsonBody& b, const json& body, int64_t n) {
+absl::Status RejectUnsupported(JsonBody& b, int64_t n) {
   if (std::optional<std::string> suffix = b.String("suffix"); suffix && !suffix->empty()) {
     return Unsupported("suffix is not supported (no fill-in-the-middle)");
   }
@@ -117,7 +118,6 @@ absl::Status RejectUnsupported(JsonBody& b, const json& body, int64_t n) {
       return Unsupported("response_format is not supported beyond {\"type\": \"text\"}");
     }
   }
-  (void)body;
   return b.status();
 }
 
@@ -162,7 +162,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, OpenAiEndpoin
     return Bad("n = ", r.n, " choices for ", r.prompts, " prompts make ", r.prompts * r.n, ", the limit is ", max_choices,
                " (--max-prompts-per-call)");
   }
-  if (absl::Status st = RejectUnsupported(b, body, r.n); !st.ok()) return st;
+  if (absl::Status st = RejectUnsupported(b, r.n); !st.ok()) return st;
 
   r.stream = b.Bool("stream").value_or(false);
   if (const json* so = b.Find("stream_options"); so != nullptr) {
