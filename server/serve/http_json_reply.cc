@@ -14,7 +14,8 @@ void ReplyJson(httplib::Response& res, int status, const nlohmann::json& body) {
 void ReplyError(httplib::Response& res, const absl::Status& st, const FieldRenames& renames) {
   const OpenAiError e = ToOpenAiError(st, renames);
   res.status = e.http_status;
-  if (e.http_status == 503) res.set_header("Retry-After", "1");
+  // Backpressure and a loading or draining server are worth a retry (the openai SDK honours it).
+  if (e.http_status == 429 || e.http_status == 503) res.set_header("Retry-After", "1");
   res.set_content(OpenAiErrorBody(e), "application/json");
 }
 

@@ -37,6 +37,7 @@ std::unique_ptr<ServerProcess> StartHttp(std::vector<std::string> extra = {}) {
 struct Reply {
   int status = -1;
   std::string body;
+  std::string retry_after;
   json Json() const { return json::parse(body, nullptr, /*allow_exceptions=*/false); }
 };
 
@@ -48,14 +49,14 @@ Reply Post(const ServerProcess& s, const std::string& path, const std::string& b
   if (!api_key.empty()) h.emplace("Authorization", "Bearer " + api_key);
   httplib::Result r = c.Post(path.c_str(), h, body, "application/json");
   if (!r) return {};
-  return {r->status, r->body};
+  return {r->status, r->body, r->get_header_value("Retry-After")};
 }
 
 Reply Get(const ServerProcess& s, const std::string& path) {
   httplib::Client c("127.0.0.1", s.http_port());
   httplib::Result r = c.Get(path.c_str());
   if (!r) return {};
-  return {r->status, r->body};
+  return {r->status, r->body, ""};
 }
 
 // A connected socket to the HTTP port; -1 on failure.
@@ -302,6 +303,7 @@ TEST(HttpApiTest, FullQueueIs429) {
   const Reply r = Post(*server, "/v1/completions", R"({"prompt": "hi", "max_tokens": 2})");
   EXPECT_EQ(r.status, 429) << r.body;
   EXPECT_EQ(r.Json()["error"]["code"], "queue_full");
+  EXPECT_EQ(r.retry_after, "1");
   close(fd);
   EXPECT_TRUE(WaitFor([&] { return PagesFree(*server); }, std::chrono::seconds(10)));
   EXPECT_EQ(Post(*server, "/v1/completions", R"({"prompt": "hi", "max_tokens": 2})").status, 200);
