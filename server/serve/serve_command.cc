@@ -166,6 +166,10 @@ int RunServe(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A TLS peer that hangs up mid-response makes OpenSSL's write raise SIGPIPE (it does not
+  // send with MSG_NOSIGNAL), which would end the whole server; ignored, the write fails with
+  // EPIPE and only that call ends.
+  std::signal(SIGPIPE, SIG_IGN);
 
   auto registry = std::make_shared<prometheus::Registry>();
   ServerMetrics metrics(*registry);

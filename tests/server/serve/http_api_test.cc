@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -379,31 +380,83 @@ TEST(HttpApiTest, DrainingServerAnswers503) {
   EXPECT_EQ(server->Wait(std::chrono::seconds(30)), 0);
 }
 
-TEST(HttpApiTest, TlsFilesServeHttps) {
-  const std::string dir = RunCommand("mktemp -d | tr -d '\\n'");
-  ASSERT_EQ(std::system(("cd " + dir + " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost"
-                         " -addext subjectAltName=DNS:localhost -keyout s.key -out s.crt >/dev/null 2>&1")
-                            .c_str()),
-            0)
-      << "the openssl CLI is needed";
-  // Not ServerProcess: its readiness probe speaks plaintext gRPC.
-  const std::string ports = dir + "/ports";
-  const std::string serve = BinaryPath("kvserve") + " serve --model random:tiny --host 127.0.0.1 --port 0" +
-                            " --metrics-port -1 --http-port 0 --kv-memory 64M --port-file " + ports + " --tls-cert " +
-                            dir + "/s.crt --tls-key " + dir + "/s.key";
-  const std::string pid = RunCommand("(" + serve + " >" + dir + "/log 2>&1 & echo $!) | tr -d '\\n'");
-  struct KillAtEnd {
-    std::string pid;
-    ~KillAtEnd() { RunCommand("kill " + pid); }
-  } kill_at_end{pid};
-  int port = -1;
-  ASSERT_TRUE(WaitFor([&] {
-    std::ifstream in(ports);
+// A TLS server (not ServerProcess: its readiness probe speaks plaintext gRPC) with a
+// self-signed localhost certificate in dir/s.crt; `extra` flags appended. Killed at scope end.
+class TlsServer {
+ public:
+  TlsServer(const std::string& dir, const std::string& extra) {
+    const std::string ports = dir + "/ports";
+    const std::string serve = BinaryPath("kvserve") + " serve --model random:tiny --host 127.0.0.1 --port 0" +
+                              " --metrics-port -1 --http-port 0 --kv-memory 64M --port-file " + ports +
+                              " --tls-cert " + dir + "/s.crt --tls-key " + dir + "/s.key " + extra;
+    pid_ = RunCommand("(" + serve + " >" + dir + "/log 2>&1 & echo $!) | tr -d '\\n'");
+    WaitFor([&] {
+      std::ifstream in(ports);
+      for (std::string line; std::getline(in, line);) {
+        if (line.rfind("http=", 0) == 0) port_ = std::stoi(line.substr(5));
+      }
+      return port_ > 0;
+    }, std::chrono::seconds(60));
+  }
+  ~TlsServer() { RunCommand("kill " + pid_); }
+  int port() const { return port_; }
+  // The signals the server ignores (/proc's SigIgn mask).
+  uint64_t IgnoredSignals() const {
+    std::ifstream in("/proc/" + pid_ + "/status");
     for (std::string line; std::getline(in, line);) {
-      if (line.rfind("http=", 0) == 0) port = std::stoi(line.substr(5));
+      if (line.rfind("SigIgn:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
     }
-    return port > 0;
-  }, std::chrono::seconds(60)));
+    return 0;
+  }
+
+ private:
+  std::string pid_;
+  int port_ = -1;
+};
+
+std::string MakeServerCert() {
+  const std::string dir = RunCommand("mktemp -d | tr -d '\\n'");
+  const int rc = std::system(("cd " + dir + " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost"
+                              " -addext subjectAltName=DNS:localhost -keyout s.key -out s.crt >/dev/null 2>&1")
+                                 .c_str());
+  EXPECT_EQ(rc, 0) << "the openssl CLI is needed";
+  return dir;
+}
+
+TEST(HttpApiTest, ClientCaRequiresASignedClientCertificate) {
+  // A refused handshake closes the socket under OpenSSL's next write: without this the test
+  // process itself dies of SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  const std::string dir = MakeServerCert();
+  // A CA, and a client certificate it signs.
+  ASSERT_EQ(std::system(("cd " + dir + " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=ca"
+                         " -keyout ca.key -out ca.crt >/dev/null 2>&1 && openssl req -newkey rsa:2048 -nodes"
+                         " -subj /CN=client -keyout c.key -out c.csr >/dev/null 2>&1 && openssl x509 -req -in c.csr"
+                         " -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out c.crt >/dev/null 2>&1")
+                            .c_str()),
+            0);
+  TlsServer server(dir, "--tls-client-ca " + dir + "/ca.crt");
+  ASSERT_GT(server.port(), 0);
+  auto health = [&](httplib::SSLClient& c) {
+    c.set_ca_cert_path((dir + "/s.crt").c_str());
+    c.enable_server_certificate_verification(true);
+    c.set_read_timeout(10, 0);
+    httplib::Result r = c.Get("/health");
+    return r ? r->status : -1;
+  };
+  httplib::SSLClient with_cert("localhost", server.port(), dir + "/c.crt", dir + "/c.key");
+  EXPECT_TRUE(WaitFor([&] { return health(with_cert) == 200; }, std::chrono::seconds(60)));
+  httplib::SSLClient without("localhost", server.port());
+  EXPECT_EQ(health(without), -1) << "the handshake fails without a client certificate";
+  httplib::SSLClient self_signed("localhost", server.port(), dir + "/s.crt", dir + "/s.key");
+  EXPECT_EQ(health(self_signed), -1) << "the handshake fails with a certificate the CA did not sign";
+}
+
+TEST(HttpApiTest, TlsFilesServeHttps) {
+  const std::string dir = MakeServerCert();
+  TlsServer server(dir, "");
+  const int port = server.port();
+  ASSERT_GT(port, 0);
   httplib::SSLClient c("localhost", port);
   c.set_ca_cert_path((dir + "/s.crt").c_str());
   c.enable_server_certificate_verification(true);
@@ -416,6 +469,8 @@ TEST(HttpApiTest, TlsFilesServeHttps) {
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 3);
+  // A client hanging up mid-write must not end the server: OpenSSL's write raises SIGPIPE.
+  EXPECT_NE(server.IgnoredSignals() & (uint64_t{1} << (SIGPIPE - 1)), 0u) << "SIGPIPE is ignored";
   // Plaintext HTTP to the TLS port gets no answer.
   httplib::Client plain("127.0.0.1", port);
   plain.set_read_timeout(5, 0);
