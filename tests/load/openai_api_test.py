@@ -100,7 +100,8 @@ def main():
         # n choices in a completion stream, each with its index and finish reason.
         finished = {}
         for chunk in client.completions.create(model="m", prompt="Once upon a time", max_tokens=6, n=2,
-                                               temperature=0.9, seed=3, stream=True):
+                                               temperature=0.9, seed=3, stream=True,
+                                               extra_body={"ignore_eos": True}):
             for c in chunk.choices:
                 if c.finish_reason:
                     finished[c.index] = c.finish_reason

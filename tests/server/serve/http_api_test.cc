@@ -465,7 +465,8 @@ TEST(HttpApiTest, TlsFilesServeHttps) {
     httplib::Result h = c.Get("/health");
     return h && h->status == 200;
   }, std::chrono::seconds(60)));
-  httplib::Result r = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 3})", "application/json");
+  httplib::Result r =
+      c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 3, "ignore_eos": true})", "application/json");
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 3);
