@@ -116,12 +116,12 @@ absl::StatusOr<KvSettings> ParsePolicySpec(std::string_view spec) {
     } else if (mode == "chunk:window") {
       kv.compress_at = CompressAt::kChunk;
       kv.chunk_scoring = ChunkScoring::kWindow;
-    } else if (mode == "chunk:question_adjacent") {
+    } else if (mode == "chunk:question_at_end") {
       kv.compress_at = CompressAt::kChunk;
-      kv.chunk_scoring = ChunkScoring::kQuestionAdjacent;
+      kv.chunk_scoring = ChunkScoring::kQuestionAtEnd;
     } else {
       return Bad("unknown compression mode '", mode, "' in '", spec,
-                 "' (expected prefill_end, chunk, chunk:question, chunk:question_adjacent or chunk:window)");
+                 "' (expected prefill_end, chunk, chunk:question, chunk:question_at_end or chunk:window)");
     }
     spec = spec.substr(0, slash);
   }

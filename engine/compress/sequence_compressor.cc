@@ -94,8 +94,8 @@ SequenceCompressor::PrefillStep SequenceCompressor::NextPrefill(absl::Span<const
   step_tokens_.assign(prompt.begin() + cached, prompt.begin() + cached + n);
   step_tokens_.insert(step_tokens_.end(), prompt.begin() + probe_from, prompt.end());
   pending_probe_ = p - probe_from;
-  // At the question's own positions, or right after the chunk (question_adjacent).
-  const int64_t probe_pos = settings_.chunk_scoring == ChunkScoring::kQuestionAdjacent ? cached + n : probe_from;
+  // Right after the chunk, or at the question's own positions (question_at_end).
+  const int64_t probe_pos = settings_.chunk_scoring == ChunkScoring::kQuestionAtEnd ? probe_from : cached + n;
   return {step_tokens_, n, pending_probe_, probe_pos};
 }
 

@@ -41,9 +41,9 @@ class SequenceCompressor {
 
   // One prefill step of this sequence. With question scoring in chunk mode (ProbesQuestion),
   // a mid-prompt chunk that will be compressed is followed in the same step by a probe: the
-  // question's tokens (the prompt's last question tokens), run after the chunk at the
-  // question's own positions (probe_start_pos; right after the chunk for question_adjacent),
-  // so the window holds the question's queries when AfterStep scores the cache.
+  // question's tokens (the prompt's last question tokens), run as if they came right after
+  // the chunk (at the question's own positions for question_at_end: probe_start_pos), so the
+  // window holds the question's queries when AfterStep scores the cache.
   // AfterStep then drops the probe's entries; the question is prefilled for good at its true
   // position when the prompt gets there.
   struct PrefillStep {

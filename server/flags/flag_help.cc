@@ -26,8 +26,8 @@ constexpr Row kFlags[] = {
     {"calibration", {"FILE[,FILE...]", "calibration text files (repeatable)"}},
     {"chat", {"", "render the prompt with the model's chat template"}},
     {"check", {"PROFILE.json", "rank-correlate a profile with measured per-layer damage"}},
-    {"chunk-scoring", {"MODE", "chunk mode scoring: question (the question's queries at its own positions), question_adjacent "
-                               "(the same, right after the chunk) or window (the chunk's own)"}},
+    {"chunk-scoring", {"MODE", "chunk mode scoring: question (the question's queries, right after the chunk), "
+                               "question_at_end (the same at the question's own positions) or window (the chunk's own)"}},
     {"clients", {"N", "concurrent clients"}},
     {"compress-at", {"WHEN", "when to compress: prefill_end or chunk (after every prefill chunk)"}},
     {"context", {"N", "context length in tokens"}},
