@@ -53,7 +53,7 @@ done
 for s in *.sh; do bash -n "$s"; done
 # Names only against a scrape of the binary run directly (fast, no containers).
 "$build/kvserve" serve --model random:tiny --host 127.0.0.1 --port 0 --metrics-host 127.0.0.1 \
-  --metrics-port 0 --port-file "$tmp/ports" > "$tmp/direct.log" 2>&1 &
+  --metrics-port 0 --http-port 0 --port-file "$tmp/ports" > "$tmp/direct.log" 2>&1 &
 direct=$!
 for _ in $(seq 100); do grep -q metrics= "$tmp/ports" 2>/dev/null && break; sleep 0.2; done
 grpc_port=$(sed -n 's/grpc=//p' "$tmp/ports"); metrics_port=$(sed -n 's/metrics=//p' "$tmp/ports")
@@ -61,6 +61,8 @@ grpc_port=$(sed -n 's/grpc=//p' "$tmp/ports"); metrics_port=$(sed -n 's/metrics=
 "$build/kvctl" generate --addr "127.0.0.1:$grpc_port" --prompt "names" --max-new-tokens 2 >/dev/null
 curl -sf "http://127.0.0.1:$metrics_port/metrics" > "$tmp/direct.txt"
 [ "$(curl -sf "http://127.0.0.1:$metrics_port/ready")" = ready ]   # HTTP probes beside /metrics
+http_port=$(sed -n 's/http=//p' "$tmp/ports")
+curl -sf "http://127.0.0.1:$http_port/v1/models" | grep -q '"object": *"list"'
 "$build/kvctl" top --metrics "127.0.0.1:$metrics_port" --count 1 | grep -q '^KV pages'
 kill "$direct"; wait "$direct" || true
 python3 grafana/check_dashboard.py grafana/kvserve.json --scrape "$tmp/direct.txt"
@@ -73,6 +75,7 @@ step "compose stack (profile lb, random:tiny)"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 export KVSERVE_MODEL=random:tiny KVSERVE_KV_MEMORY=256M
 export KVSERVE_GRPC_PORT=$(free_port) KVSERVE_METRICS_PORT=$(free_port) PROMETHEUS_PORT=$(free_port) LB_PORT=$(free_port)
+export KVSERVE_HTTP_PORT=$(free_port)
 compose=(podman-compose -p "$project" -f compose.yaml --profile lb)
 timeout 300 "${compose[@]}" up -d > "$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; exit 1; }
 prom=http://127.0.0.1:$PROMETHEUS_PORT
@@ -102,4 +105,7 @@ echo "deploy/check: Prometheus holds $(promq 'count({__name__=~"kvserve_.+"})') 
 curl -sf "http://127.0.0.1:$KVSERVE_METRICS_PORT/metrics" > "$tmp/stack.txt"
 python3 grafana/check_dashboard.py grafana/kvserve.json --scrape "$tmp/stack.txt" --prometheus "$prom"
 podman healthcheck run "${project}_kvserve_1"
+# The OpenAI-compatible HTTP API from outside the container.
+curl -sf "http://127.0.0.1:$KVSERVE_HTTP_PORT/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt": "deploy check", "max_tokens": 2}' | grep -q '"text_completion"'
 step "ok"
