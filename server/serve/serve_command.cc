@@ -3,8 +3,11 @@
 // the engine starts and health turns SERVING. SIGTERM/SIGINT drain: health goes
 // NOT_SERVING, new calls get UNAVAILABLE, running ones get --drain-timeout to finish, and
 // what is left is cancelled.
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -228,6 +231,7 @@ int RunServe(int argc, char** argv) {
                static_cast<long long>(o.page_size), static_cast<long long>(ctx.max_context));
 
   const int sig = WaitForSignal(signals);
+  const auto drain_deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.drain_timeout_seconds);
   std::fprintf(stderr, "kvserve serve: %s, draining %lld call(s) for up to %.1f s\n", strsignal(sig),
                static_cast<long long>(tracker.calls()), o.drain_timeout_seconds);
   SetHealth(*server, false);
@@ -245,6 +249,15 @@ int RunServe(int argc, char** argv) {
   service.set_context(nullptr);
   collector->set_engine(nullptr);
   collector->set_backend(nullptr);
+  // A step that does not end (a stuck engine) must not keep the process past the drain: the
+  // engine gets what is left of --drain-timeout (at least 1 s), then the process exits without it.
+  const auto grace = std::max<std::chrono::duration<double>>(std::chrono::seconds(1),
+                                                             drain_deadline - std::chrono::steady_clock::now());
+  if (!le.engine->Stop(grace)) {
+    std::fprintf(stderr, "kvserve serve: the engine is still in a step after the drain; exiting without it\n");
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
   std::fprintf(stderr, "kvserve serve: stopped\n");
   return 0;
 }
