@@ -37,7 +37,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, Backend& backend,
       pool_({config.num_pages, config.page_size, model.config.n_kv_heads, model.config.head_dim, config.kv_dtype},
             &backend),
       scheduler_(model, tokenizer, backend, pool_, config.scheduler) {
-  PublishStats(0);
+  PublishStats({});
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -54,13 +54,20 @@ void Engine::UnlockFromOutside(std::unique_lock<std::mutex>& lock) const {
   inbox_cv_.notify_all();  // the loop may be holding back for this caller
 }
 
-void Engine::PublishStats(int64_t applied) {
-  EngineStats s{scheduler_.num_running(), scheduler_.num_waiting(), pool_.unpromised_pages(), pool_.stats()};
-  std::lock_guard<std::mutex> inbox(inbox_mu_);
-  pending_submits_ -= applied;
-  scheduler_waiting_ = s.waiting;
-  s.waiting += pending_submits_;
-  std::lock_guard<std::mutex> lock(stats_mu_);
+void Engine::Pending::Add(const InboxItem& item, int sign) {
+  if (!item.submit) return;
+  if (item.admit_now) {
+    admits += sign;
+    admit_pages += sign * item.peak_pages;
+  } else {
+    waits += sign;
+  }
+}
+
+void Engine::PublishStats(const std::vector<InboxItem>& applied) {
+  const EngineStats s{scheduler_.num_running(), scheduler_.num_waiting(), pool_.unpromised_pages(), pool_.stats()};
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  for (const InboxItem& item : applied) pending_.Add(item, -1);
   stats_ = s;
 }
 
@@ -90,7 +97,7 @@ void Engine::Deliver(std::vector<SinkDelivery> deliveries) {
 std::vector<SinkDelivery> Engine::Apply(std::vector<InboxItem>& items) {
   std::vector<SinkDelivery> refused;
   for (InboxItem& item : items) {
-    if (!item.prepared) {
+    if (!item.submit) {
       (void)scheduler_.Abort(item.handle);  // NOT_FOUND: it finished before the drain
       continue;
     }
@@ -119,8 +126,6 @@ void Engine::Loop() {
       items.swap(inbox_);
       stopping = stop_;
     }
-    int64_t applied = 0;
-    for (const InboxItem& item : items) applied += item.prepared ? 1 : 0;
     if (!items.empty() || stopping) {
       // The drain: an Abort's pages are back, and published, before the next step starts,
       // and its CANCELLED event goes out without waiting for that step.
@@ -130,7 +135,7 @@ void Engine::Loop() {
         out = Apply(items);  // refused Submits never reached the scheduler: nothing precedes them
         if (stopping) scheduler_.AbortAll();
         for (SinkDelivery& d : scheduler_.TakeDeliveries()) out.push_back(std::move(d));
-        PublishStats(applied);
+        PublishStats(items);
       }
       Deliver(std::move(out));
       if (stopping) {
@@ -152,7 +157,7 @@ void Engine::Loop() {
       step.prefill = scheduler_.last_step().prefill_tokens > 0;
       step.sequences = scheduler_.last_step().sequences;
       out = scheduler_.TakeDeliveries();
-      PublishStats(0);
+      PublishStats({});
     }
     Deliver(std::move(out));
     if (step_observer_) step_observer_(step);
@@ -166,24 +171,25 @@ absl::StatusOr<RequestHandle> Engine::Submit(EngineRequest request) {
   if (!prepared.ok()) return prepared.status();
   std::lock_guard<std::mutex> lock(inbox_mu_);
   if (stop_) return absl::UnavailableError("the engine is shutting down");
-  {
-    // Scheduler::HasRoomFor over the last published state plus the Submits not in it yet.
-    // Between a publish and the drain only the running step changes that state, and a step
-    // only admits, finishes or frees, so this never admits what the drain would refuse.
-    std::lock_guard<std::mutex> stats_lock(stats_mu_);
-    const int64_t waiting = scheduler_waiting_ + pending_submits_;
-    const bool admit_now = waiting == 0 && prepared->peak_pages <= stats_.unpromised_pages &&
-                           stats_.running < scheduler_config_.max_batch_tokens;
-    if (!admit_now && waiting >= scheduler_config_.max_waiting) {
-      return QueueFullError(absl::StrCat("waiting queue is full (--max-waiting ", scheduler_config_.max_waiting,
-                                         "); retry later"));
-    }
+  // Scheduler::HasRoomFor over the last published state and the Submits not in it yet, taken
+  // as the drain will take them: in order, admitted while nothing waits and the pages fit,
+  // else queued. Between a publish and the drain only the running step changes that state,
+  // and a step only admits from the queue, finishes or frees, so this never accepts what the
+  // drain would refuse.
+  InboxItem item{0, std::nullopt, true, prepared->peak_pages, false};
+  const int64_t waiting = stats_.waiting + pending_.waits;
+  item.admit_now = waiting == 0 && item.peak_pages <= stats_.unpromised_pages - pending_.admit_pages &&
+                   stats_.running + pending_.admits < scheduler_config_.max_batch_tokens;
+  if (!item.admit_now && waiting >= scheduler_config_.max_waiting) {
+    return QueueFullError(absl::StrCat("waiting queue is full (--max-waiting ", scheduler_config_.max_waiting,
+                                       "); retry later"));
   }
-  const RequestHandle h = next_handle_.fetch_add(1);
-  inbox_.push_back({h, *std::move(prepared)});
-  ++pending_submits_;
+  item.handle = next_handle_.fetch_add(1);
+  item.prepared = *std::move(prepared);
+  pending_.Add(item, +1);
+  inbox_.push_back(std::move(item));
   inbox_cv_.notify_all();
-  return h;
+  return inbox_.back().handle;
 }
 
 absl::Status Engine::Abort(RequestHandle handle) {
@@ -199,8 +205,11 @@ absl::Status Engine::Abort(RequestHandle handle) {
 PagePoolStats Engine::pool_stats() const { return stats().pool; }
 
 EngineStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  EngineStats s = stats_;
+  s.running += pending_.admits;
+  s.waiting += pending_.waits;
+  return s;
 }
 
 absl::Status Engine::CheckInvariants() const {

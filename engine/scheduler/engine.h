@@ -86,7 +86,16 @@ class Engine {
   // One Submit or Abort waiting for the loop. prepared set: a Submit; empty: an Abort.
   struct InboxItem {
     RequestHandle handle = 0;
-    std::optional<PreparedRequest> prepared;
+    std::optional<PreparedRequest> prepared;  // moved out by the drain
+    bool submit = false;
+    int64_t peak_pages = 0;   // a Submit's reservation
+    bool admit_now = false;   // Submit expected the drain to admit it (else to queue it)
+  };
+  // Submits handed to the loop that the published stats do not show yet (in the inbox, or
+  // drained and not yet published), as Submit expects the drain to take them.
+  struct Pending {
+    int64_t admits = 0, admit_pages = 0, waits = 0;
+    void Add(const InboxItem& item, int sign);
   };
 
   void Loop();
@@ -99,31 +108,27 @@ class Engine {
   // outside_waiting_ makes the loop wait for them.
   std::unique_lock<std::mutex> LockFromOutside() const;
   void UnlockFromOutside(std::unique_lock<std::mutex>& lock) const;
-  // With mu_ held: publishes the scheduler's state and retires `applied` drained Submits
-  // from pending_submits_ in the same critical section, so Submit never counts one twice or
-  // not at all.
-  void PublishStats(int64_t applied);
+  // With mu_ held: publishes the scheduler's state and retires the drained `applied` from
+  // pending_ in the same critical section, so Submit never counts a request twice or not at all.
+  void PublishStats(const std::vector<InboxItem>& applied);
 
   const SchedulerConfig scheduler_config_;
   PagePool pool_;
   mutable std::mutex mu_;  // guards scheduler_; the loop holds it for a drain and a step
   Scheduler scheduler_;
 
-  // The inbox. Never held across a step, so Submit and Abort answer at once.
+  // The inbox and the published stats. Never held across a step (only for a few field
+  // reads and writes), so Submit, Abort and stats() answer at once.
   mutable std::mutex inbox_mu_;
   mutable std::condition_variable inbox_cv_;  // the loop waits here for work
   std::vector<InboxItem> inbox_;
-  // Submits handed to the loop whose result stats_ does not show yet (in the inbox, or
-  // drained and not yet published).
-  int64_t pending_submits_ = 0;
-  int64_t scheduler_waiting_ = 0;  // the scheduler's queue as of the last publish
+  Pending pending_;
+  EngineStats stats_;  // the scheduler's state as of the last publish, pending_ not included
   bool stop_ = false;     // the loop should cancel everything and end
   bool stopped_ = false;  // it has
   mutable std::atomic<int> outside_waiting_{0};  // threads in LockFromOutside
   std::atomic<RequestHandle> next_handle_{1};
 
-  mutable std::mutex stats_mu_;  // guards stats_; taken inside inbox_mu_, never around it
-  EngineStats stats_;
   EngineStepObserver step_observer_;
   std::thread thread_;
 };
