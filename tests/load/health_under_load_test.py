@@ -9,7 +9,7 @@ must have processed the cancellation (its pages freed, counted as finish_reason=
 within the step that was running plus one scrape's worth of slack, i.e. at most 2 engine
 steps after the cancel, where it used to take 10 to 22 s.
 
-Usage: health_under_load_test.py KVSERVE MODEL.gguf --venv VENV [--streams 16] [--prompt-words 1200]
+Usage: health_under_load_test.py KVSERVE MODEL.gguf --venv VENV [--streams 16] [--prompt-words 800]
 """
 import argparse
 import os
@@ -28,8 +28,8 @@ def parse_args():
     p.add_argument("model")
     p.add_argument("--venv", required=True)
     p.add_argument("--streams", type=int, default=16)
-    p.add_argument("--prompt-words", type=int, default=1200)
-    p.add_argument("--seconds", type=float, default=20, help="how long health is probed under load")
+    p.add_argument("--prompt-words", type=int, default=800)
+    p.add_argument("--seconds", type=float, default=12, help="how long health is probed under load")
     return p.parse_args()
 
 
