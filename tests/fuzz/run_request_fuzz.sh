@@ -17,7 +17,9 @@ fi
 build="$out/request_build"
 generator=()
 command -v ninja >/dev/null && [ ! -f "$build/CMakeCache.txt" ] && generator=(-G Ninja)
-flags="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
+# clang reports what GCC does not (an OpenMP simd loop it leaves scalar under the sanitizers):
+# those warnings are off here, since the project builds with -Werror.
+flags="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Wno-pass-failed"
 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_COMPILER="$cc" \
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS_FUZZ="$flags" -DCMAKE_C_FLAGS_FUZZ="$flags" \
   -DKVSERVE_CUDA=OFF -DKVSERVE_FUZZ=ON >/dev/null
