@@ -173,9 +173,26 @@ int RunServe(int argc, char** argv) {
   auto collector = std::make_shared<EngineStateCollector>();
   std::unique_ptr<MetricsHttpServer> metrics_http;
   int metrics_port = -1;
+  std::optional<ApiKeys> metrics_keys;
   if (o.metrics_port >= 0) {
+    MetricsHttpOptions metrics_options;
+    if (o.metrics_tls) {
+      absl::Status checked;  // the same file checks as gRPC's, so a bad pair is named the same way
+      (void)Credentials(o, &checked);
+      if (!checked.ok()) return Fail(checked);
+      metrics_options.tls_cert = o.tls_cert;
+      metrics_options.tls_key = o.tls_key;
+      metrics_options.tls_client_ca = o.tls_client_ca;
+    }
+    if (!o.metrics_api_key_file.empty()) {
+      absl::StatusOr<ApiKeys> loaded_keys = ApiKeys::Load(o.metrics_api_key_file);
+      if (!loaded_keys.ok()) return Fail(loaded_keys.status());
+      metrics_keys = *std::move(loaded_keys);
+      metrics_options.api_keys = &*metrics_keys;
+      metrics_options.on_auth_failure = [&metrics] { metrics.auth_failures().Increment(); };
+    }
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
-        MetricsHttpServer::Start(o.metrics_host, o.metrics_port, {registry, collector});
+        MetricsHttpServer::Start(o.metrics_host, o.metrics_port, {registry, collector}, metrics_options);
     if (!started.ok()) return Fail(started.status());
     metrics_http = *std::move(started);
     metrics_port = metrics_http->port();
