@@ -58,6 +58,12 @@ struct World {
                                                       config.num_pages, CompressionSettings{}});
     pool = std::make_unique<PagePool>(
         PagePoolShape{kPages, kPageSize, model->config.n_kv_heads, model->config.head_dim}, backend.get());
+    SchedulerConfig sc;
+    sc.prefill_chunk = 64;
+    sc.max_batch_tokens = 256;
+    sc.max_waiting = 64;
+    // One scheduler for every input: it is idle with an empty pool between them (checked).
+    sched = std::make_unique<Scheduler>(*model, *tokenizer, *backend, *pool, sc);
   }
 
   std::unique_ptr<Model> model;
@@ -70,6 +76,7 @@ struct World {
   RequestTracker tracker;
   std::unique_ptr<ServeContext> ctx;
   std::unique_ptr<PagePool> pool;
+  std::unique_ptr<Scheduler> sched;
 };
 
 World& TheWorld() {
@@ -94,11 +101,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(built.status().message().size() <= 4096, "an error message longer than 4 KiB");
     return 0;
   }
-  SchedulerConfig config;
-  config.prefill_chunk = 64;
-  config.max_batch_tokens = 256;
-  config.max_waiting = 64;
-  Scheduler sched(*w.model, *w.tokenizer, *w.backend, *w.pool, config);
+  Scheduler& sched = *w.sched;
   auto finished = std::make_shared<int>(0);
   int submitted = 0;
   for (EngineRequest& r : *built) {
