@@ -267,8 +267,9 @@ int RunServe(int argc, char** argv) {
   collector->set_engine(nullptr);
   collector->set_backend(nullptr);
   // A step that does not end (a stuck engine) must not keep the process past the drain: the
-  // engine gets what is left of --drain-timeout (at least 1 s), then the process exits without it.
-  const auto grace = std::max<std::chrono::duration<double>>(std::chrono::seconds(1),
+  // engine gets what is left of --drain-timeout, at least 5 s (a long prefill step on a CPU
+  // takes seconds), then the process exits without it.
+  const auto grace = std::max<std::chrono::duration<double>>(std::chrono::seconds(5),
                                                              drain_deadline - std::chrono::steady_clock::now());
   if (!le.engine->Stop(grace)) {
     std::fprintf(stderr, "kvserve serve: the engine is still in a step after the drain; exiting without it\n");
