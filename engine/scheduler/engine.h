@@ -83,7 +83,7 @@ class Engine {
 
  private:
   Engine(const Model& model, const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config);
-  // One Submit or Abort waiting for the loop. prepared set: a Submit; empty: an Abort.
+  // One Submit (submit, with its prepared request) or Abort waiting for the loop.
   struct InboxItem {
     RequestHandle handle = 0;
     std::optional<PreparedRequest> prepared;  // moved out by the drain
