@@ -23,7 +23,8 @@ flags="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=
 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_COMPILER="$cc" \
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS_FUZZ="$flags" -DCMAKE_C_FLAGS_FUZZ="$flags" \
   -DKVSERVE_CUDA=OFF -DKVSERVE_FUZZ=ON >/dev/null
-cmake --build "$build" --target request_fuzz -j "${FUZZ_JOBS:-$(nproc)}"
+# Niced: under ctest -j it shares the cores with timing-sensitive tests.
+nice -n 10 cmake --build "$build" --target request_fuzz -j "${FUZZ_JOBS:-$(nproc)}"
 mkdir -p "$out/request_corpus" "$out/request_seeds"
 python3 "$root/tests/fuzz/make_request_seeds.py" "$out/request_seeds"
 # One OpenMP thread: the fuzzer runs one input at a time, and thread start-up would dominate.
