@@ -61,9 +61,9 @@ def main():
     import grpc
     from kvserve_client import Client
 
-    if not os.path.exists(args.model):
-        print(f"SKIP: {args.model} not found (scripts/fetch-model.sh)")
-        return 0
+    if not os.path.exists(args.model):  # scripts/test.sh fetches it: a missing model is a failure
+        print(f"FAIL: {args.model} not found (scripts/fetch-model.sh)")
+        return 1
     work = tempfile.mkdtemp(prefix="kvserve-health-")
     ports = os.path.join(work, "ports")
     log_path = os.path.join(work, "server.log")
