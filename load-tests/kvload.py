@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""kvload: an open-loop load generator for kvserve (gRPC) and, for side-by-side runs, llama.cpp's
-llama-server (HTTP), with results saved under vLLM bench serve's JSON names.
+"""kvload: an open-loop load generator for kvserve (gRPC) and, for side-by-side runs, any
+OpenAI-compatible server (kvserve's own --http-port, vLLM, llama-server's /v1) and llama.cpp's
+llama-server (HTTP /completion), with results saved under vLLM bench serve's JSON names.
 
   python3 load-tests/kvload.py --addr 127.0.0.1:50051 --metrics-addr 127.0.0.1:9400 \
       --dataset bimodal --request-rate 2 --num-prompts 200 --goodput ttft:2000 tpot:100 \
@@ -29,8 +30,11 @@ from loadgen.runner import Run  # noqa: E402
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = ap.add_argument_group("server")
-    g.add_argument("--backend", choices=["kvserve", "llama-server"], default="kvserve")
-    g.add_argument("--addr", required=True, help="kvserve's gRPC HOST:PORT, or llama-server's HTTP HOST:PORT")
+    g.add_argument("--backend", choices=["kvserve", "openai", "llama-server"], default="kvserve",
+                   help="kvserve: gRPC; openai: POST /v1/completions (streamed) and vLLM's /tokenize")
+    g.add_argument("--addr", required=True, help="kvserve's gRPC HOST:PORT, or the HTTP server's HOST:PORT")
+    g.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"),
+                   help="openai: the bearer token (default $OPENAI_API_KEY)")
     g.add_argument("--metrics-addr", help="kvserve's /metrics HOST:PORT, scraped during the run")
     g.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between /metrics scrapes")
     g.add_argument("--max-context", type=int, default=8192, help="llama-server only: its context per slot")
@@ -104,6 +108,16 @@ def make_backend(a):
         tok = tokenizers.KvserveTokenizer(client)
         return backends.KvserveBackend(a.addr, a.request_timeout), tok
     url = f"http://{a.addr}"
+    if a.backend == "openai":
+        for attempt in range(int(a.wait_ready * 2) + 1):  # 503 while the model loads
+            try:
+                tok = tokenizers.OpenAiServerTokenizer(url, a.api_key, a.max_context)
+                break
+            except OSError:
+                if attempt >= a.wait_ready * 2:
+                    raise
+                time.sleep(0.5)
+        return backends.OpenAiBackend(url, a.request_timeout, tok.model_id, a.api_key), tok
     return backends.LlamaServerBackend(url, a.request_timeout), tokenizers.LlamaServerTokenizer(url, a.max_context)
 
 

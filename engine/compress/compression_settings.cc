@@ -13,7 +13,7 @@ namespace kvserve {
 
 namespace {
 constexpr std::string_view kCompressAtNames[] = {"prefill_end", "chunk"};  // CompressAt's order
-constexpr std::string_view kChunkScoringNames[] = {"question", "window"};  // ChunkScoring's order
+constexpr std::string_view kChunkScoringNames[] = {"question", "window", "question_adjacent"};  // ChunkScoring's order
 }  // namespace
 
 absl::Span<const std::string_view> CompressAtNames() { return kCompressAtNames; }

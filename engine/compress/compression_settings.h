@@ -26,11 +26,17 @@ absl::Span<const std::string_view> CompressAtNames();
 std::string_view CompressAtName(CompressAt at);
 
 // What scores the cache after a mid-prompt chunk (compress_at chunk, policies that score with
-// queries): the question's queries, computed as if the question came right after the chunk
-// (a served prompt arrives whole, so its question is known before the first chunk), or the
-// chunk's own last queries (the window, which in a long document are filler).
-enum class ChunkScoring { kQuestion, kWindow };
-// The one table of chunk-scoring names ("question", "window"), in ChunkScoring's order.
+// queries). kQuestion: the question's queries (a served prompt arrives whole, so its question
+// is known before the first chunk), computed right after the chunk but at the question's own
+// positions, so RoPE gives each entry the distance the real question will see it at (at 4K
+// tokens this keeps deep needles that the adjacent form loses: docs/QUALITY.md).
+// kQuestionAdjacent: the same probe at the positions right after the chunk (the first form,
+// kept for comparison). kWindow: the chunk's own last queries (in a long document, filler).
+enum class ChunkScoring { kQuestion, kWindow, kQuestionAdjacent };
+// Whether the scoring runs a probe of the question.
+inline bool ProbesWithQuestion(ChunkScoring s) { return s != ChunkScoring::kWindow; }
+// The one table of chunk-scoring names ("question", "window", "question_adjacent"), in
+// ChunkScoring's order.
 absl::Span<const std::string_view> ChunkScoringNames();
 std::string_view ChunkScoringName(ChunkScoring scoring);
 

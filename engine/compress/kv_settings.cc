@@ -116,9 +116,12 @@ absl::StatusOr<KvSettings> ParsePolicySpec(std::string_view spec) {
     } else if (mode == "chunk:window") {
       kv.compress_at = CompressAt::kChunk;
       kv.chunk_scoring = ChunkScoring::kWindow;
+    } else if (mode == "chunk:question_adjacent") {
+      kv.compress_at = CompressAt::kChunk;
+      kv.chunk_scoring = ChunkScoring::kQuestionAdjacent;
     } else {
       return Bad("unknown compression mode '", mode, "' in '", spec,
-                 "' (expected prefill_end, chunk, chunk:question or chunk:window)");
+                 "' (expected prefill_end, chunk, chunk:question, chunk:question_adjacent or chunk:window)");
     }
     spec = spec.substr(0, slash);
   }
@@ -234,7 +237,7 @@ CompressionSettings ResolveKvSettings(const KvSettings& kv, const CompressionSet
   if (kv.ripple_r) s.ripple_params.r = *kv.ripple_r;
   if (kv.ripple_gamma) s.ripple_params.gamma = *kv.ripple_gamma;
   if (kv.ripple_profile) s.ripple = kv.ripple_profile;
-  if (!s.question_tokens && s.at == CompressAt::kChunk && s.chunk_scoring == ChunkScoring::kQuestion &&
+  if (!s.question_tokens && s.at == CompressAt::kChunk && ProbesWithQuestion(s.chunk_scoring) &&
       chat_question_tokens > 0 && chat_question_tokens <= kMaxChatQuestionTokens) {
     s.question_tokens = chat_question_tokens;
   }

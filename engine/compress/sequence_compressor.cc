@@ -31,7 +31,7 @@ SequenceCompressor::SequenceCompressor(const Model& model, const CompressionSett
                                        int64_t prompt_len, int64_t max_new, int64_t page_size, int64_t prefill_chunk)
     : model_(model), settings_(s), policy_(std::move(policy)), quotas_(std::move(quotas)), prompt_len_(prompt_len),
       max_new_(max_new), page_size_(page_size), prefill_chunk_(prefill_chunk),
-      probes_question_(s.at == CompressAt::kChunk && s.chunk_scoring == ChunkScoring::kQuestion &&
+      probes_question_(s.at == CompressAt::kChunk && ProbesWithQuestion(s.chunk_scoring) &&
                        policy_->ScoresWithQueries()),
       question_len_(std::max<int64_t>(1, std::min(prompt_len, probes_question_ ? s.question_tokens.value_or(s.window)
                                                                                  : s.window))),
@@ -94,7 +94,9 @@ SequenceCompressor::PrefillStep SequenceCompressor::NextPrefill(absl::Span<const
   step_tokens_.assign(prompt.begin() + cached, prompt.begin() + cached + n);
   step_tokens_.insert(step_tokens_.end(), prompt.begin() + probe_from, prompt.end());
   pending_probe_ = p - probe_from;
-  return {step_tokens_, n};
+  // At the question's own positions, or right after the chunk (question_adjacent).
+  const int64_t probe_pos = settings_.chunk_scoring == ChunkScoring::kQuestionAdjacent ? cached + n : probe_from;
+  return {step_tokens_, n, pending_probe_, probe_pos};
 }
 
 absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l,

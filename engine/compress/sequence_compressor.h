@@ -41,13 +41,16 @@ class SequenceCompressor {
 
   // One prefill step of this sequence. With question scoring in chunk mode (ProbesQuestion),
   // a mid-prompt chunk that will be compressed is followed in the same step by a probe: the
-  // question's tokens (the prompt's last question tokens), run as if they came right after
-  // the chunk, so the window holds the question's queries when AfterStep scores the cache.
+  // question's tokens (the prompt's last question tokens), run after the chunk at the
+  // question's own positions (probe_start_pos; right after the chunk for question_adjacent),
+  // so the window holds the question's queries when AfterStep scores the cache.
   // AfterStep then drops the probe's entries; the question is prefilled for good at its true
   // position when the prompt gets there.
   struct PrefillStep {
     absl::Span<const int32_t> tokens;  // what the forward step runs, from position `cached`
     int64_t prompt_tokens = 0;         // of those, the prompt tokens cached for good (a prefix)
+    int64_t probe_tokens = 0;          // the probe: the tokens after those
+    int64_t probe_start_pos = 0;       // the probe's first position (ForwardRequest::tail_start_pos)
   };
   // The step at `cached` prompt tokens running at most max_tokens tokens (at least one prompt
   // token, so a max_tokens below the probe's length still progresses). tokens is valid until

@@ -104,9 +104,10 @@ absl::Status LlamaForward::Step(absl::Span<const ForwardRequest> batch, std::vec
   positions_.clear();
   q_indptr_.assign(1, 0);
   for (const ForwardRequest& r : batch) {
-    for (size_t i = 0; i < r.tokens.size(); ++i) {
-      tokens_.push_back(r.tokens[i]);
-      positions_.push_back(static_cast<int32_t>(r.start_pos + static_cast<int64_t>(i)));
+    const int64_t n_tokens = static_cast<int64_t>(r.tokens.size()), tail_from = n_tokens - r.tail_tokens;
+    for (int64_t i = 0; i < n_tokens; ++i) {
+      tokens_.push_back(r.tokens[static_cast<size_t>(i)]);
+      positions_.push_back(static_cast<int32_t>(i < tail_from ? r.start_pos + i : r.tail_start_pos + (i - tail_from)));
     }
     q_indptr_.push_back(static_cast<int32_t>(tokens_.size()));
   }

@@ -21,6 +21,11 @@ struct ForwardRequest {
   SequenceKv* kv = nullptr;
   bool all_logits = false;           // logits for every new token, else only for the last
   QueryWindow* window = nullptr;     // when set, receives each layer's post-RoPE queries
+  // The last tail_tokens tokens run at positions tail_start_pos, tail_start_pos+1, ... instead
+  // (a question probe placed where the question will be: RoPE sees the true distances; the
+  // causal mask is by order in the step, so they still see every cached entry).
+  int64_t tail_tokens = 0;
+  int64_t tail_start_pos = 0;
 };
 
 class LlamaForward {

@@ -140,7 +140,7 @@ absl::Status CacheEvaluator::PrefillCompressing(SequenceKv& seq, SequenceCompres
     // As a served request: the step may carry a probe of the question after the chunk.
     const SequenceCompressor::PrefillStep step = comp.NextPrefill(tokens, pos, options_.prefill_chunk, seq);
     logits->clear();
-    ForwardRequest req{step.tokens, pos, &seq, false, comp.window()};
+    ForwardRequest req{step.tokens, pos, &seq, false, comp.window(), step.probe_tokens, step.probe_start_pos};
     if (absl::Status st = forward_->Step({&req, 1}, logits); !st.ok()) return st;
     *peak_pages = std::max(*peak_pages, seq.pages_held());
     pos += step.prompt_tokens;

@@ -54,6 +54,10 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
                                   const std::function<void(const EvalTable&)>& checkpoint) {
   using Clock = std::chrono::steady_clock;
   if (plan.samples < 1) return absl::InvalidArgumentError(absl::StrCat("samples must be >= 1, got ", plan.samples));
+  if (plan.first_sample < 0 || plan.first_sample >= plan.sample_end() || plan.sample_end() > plan.samples) {
+    return absl::InvalidArgumentError(absl::StrCat("sample range ", plan.first_sample, ":", plan.sample_end(),
+                                                   " is not a non-empty part of [0, ", plan.samples, ")"));
+  }
   EvalTable table;
   table.rows = EvalRows(plan);
   for (EvalTask t : plan.tasks) {
@@ -65,7 +69,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
   std::vector<std::vector<EvalSample>> samples(table.columns.size());
   int64_t max_extra = 0;
   for (size_t col = 0; col < table.columns.size(); ++col) {
-    for (int64_t i = 0; i < plan.samples; ++i) {
+    for (int64_t i = plan.first_sample; i < plan.sample_end(); ++i) {
       absl::StatusOr<EvalSample> s =
           BuildSample(model, tokenizer, plan, corpus, table.columns[col].task, table.columns[col].context, i);
       if (!s.ok()) return s.status();
@@ -97,7 +101,8 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
   constexpr double kProgressSeconds = 30;
   auto last_line = Clock::now();
   const auto run_start = last_line;
-  const int64_t total = static_cast<int64_t>(table.columns.size() * table.rows.size()) * plan.samples;
+  const int64_t run_samples = plan.sample_end() - plan.first_sample;
+  const int64_t total = static_cast<int64_t>(table.columns.size() * table.rows.size()) * run_samples;
   auto say = [&](const std::string& line) {
     if (!progress) return;
     progress(line);
@@ -105,8 +110,8 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
   };
   for (size_t col = 0; col < table.columns.size(); ++col) {
     const EvalColumn& column = table.columns[col];
-    for (int64_t i = 0; i < plan.samples; ++i) {
-      const EvalSample& sample = samples[col][static_cast<size_t>(i)];
+    for (int64_t i = plan.first_sample; i < plan.sample_end(); ++i) {
+      const EvalSample& sample = samples[col][static_cast<size_t>(i - plan.first_sample)];
       if (absl::Status st = evaluator.Prefill(sample); !st.ok()) return st;
       ++table.contexts_prefilled;
       const auto t0 = Clock::now();

@@ -25,6 +25,12 @@ struct EvalPlan {
   std::vector<int64_t> contexts;      // tokens
   std::vector<EvalTask> tasks;
   int64_t samples = 3;
+  // Runs samples [first_sample, end_sample) only (end_sample 0: to `samples`): the same samples
+  // a whole run draws (a sample's needle depth and text depend on its index and `samples`), to
+  // split a long run across processes or study a slice.
+  int64_t first_sample = 0;
+  int64_t end_sample = 0;
+  int64_t sample_end() const { return end_sample > 0 ? end_sample : samples; }
   int64_t continuation = 64;          // kl: tokens teacher-forced after the context
   int64_t answer_tokens = 12;         // passkey/multikey: greedy tokens for the answer
   uint64_t seed = 0;

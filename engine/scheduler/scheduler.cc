@@ -247,7 +247,7 @@ absl::Status Scheduler::Step() {
     // A compressor's step may carry a probe of the question after the chunk (chunk mode).
     const SequenceCompressor::PrefillStep chunk =
         SequenceCompressor::NextPrefillOf(s->compressor.get(), prompt, s->cached, cap, s->kv);
-    batch.push_back({chunk.tokens, s->cached, &s->kv, false, Window(*s)});
+    batch.push_back({chunk.tokens, s->cached, &s->kv, false, Window(*s), chunk.probe_tokens, chunk.probe_start_pos});
     members.push_back(s.get());
     prompt_tokens.push_back(chunk.prompt_tokens);
     const int64_t ran = static_cast<int64_t>(chunk.tokens.size());

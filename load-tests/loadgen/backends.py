@@ -126,3 +126,78 @@ class LlamaServerBackend:
             rec.error_code, rec.error = "UNAVAILABLE", str(e)
         timer.done()
         rec.text = "".join(parts)
+
+
+class OpenAiBackend:
+    """Any OpenAI-compatible server (kvserve's --http-port, vLLM, llama-server's /v1) over
+    POST /v1/completions with "stream": true: the prompt as token ids, one SSE chunk per piece of
+    text (a chunk may carry several tokens when the server coalesces them, so the output length
+    is taken from the usage chunk that "stream_options": {"include_usage": true} asks for).
+    kvserve's KV settings go as its kv_* extra body fields, and its usage.kv figures come back."""
+    name = "openai"
+
+    def __init__(self, base_url, timeout, model="default", api_key=None):
+        self.base_url, self.timeout, self.model = base_url.rstrip("/"), timeout, model
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.session = None
+
+    async def open(self):
+        import aiohttp
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout), headers=self.headers)
+
+    async def close(self):
+        await self.session.close()
+
+    async def send(self, prompt, rec, kv, ignore_eos):
+        import asyncio
+        import aiohttp
+        body = {"model": self.model, "prompt": prompt.token_ids, "max_tokens": prompt.max_new_tokens,
+                "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos,
+                # llama-server reuses a cached prompt prefix by default; kvserve has no prefix cache, and
+                # repeated runs of one workload would otherwise measure the cache (others ignore the field)
+                "cache_prompt": False}
+        for k, v in (kv or {}).items():
+            body["kv_" + k] = v
+        timer, parts, usage, finish = _Timer(rec), [], None, None
+        try:
+            async with self.session.post(self.base_url + "/v1/completions", json=body) as resp:
+                if resp.status != 200:
+                    text = await resp.text()
+                    try:
+                        code = json.loads(text)["error"].get("code") or ""
+                    except (ValueError, KeyError, TypeError, AttributeError):
+                        code = ""
+                    rec.error_code = f"HTTP_{resp.status}" + (f"_{code}" if code else "")
+                    rec.error = text[:500]
+                else:
+                    async for raw in resp.content:
+                        line = raw.decode(errors="replace").strip()
+                        if not line.startswith("data:"):
+                            continue
+                        data = line[5:].strip()
+                        if data == "[DONE]":
+                            break
+                        event = json.loads(data)
+                        for c in event.get("choices") or []:
+                            if c.get("text"):
+                                timer.tokens(1)
+                                parts.append(c["text"])
+                            finish = c.get("finish_reason") or finish
+                        if event.get("usage"):
+                            usage = event["usage"]
+                    if finish in ("error", "cancelled"):
+                        rec.error_code = f"FINISH_REASON_{finish.upper()}"
+                    else:
+                        rec.ok = finish is not None
+        except asyncio.TimeoutError:
+            rec.error_code, rec.error = "DEADLINE_EXCEEDED", f"no answer in {self.timeout} s"
+        except aiohttp.ClientError as e:
+            rec.error_code, rec.error = "UNAVAILABLE", str(e)
+        timer.done()
+        rec.text = "".join(parts)
+        if usage:
+            rec.output_len = usage.get("completion_tokens", rec.output_len)
+            kvu = usage.get("kv") or {}
+            rec.peak_kv_bytes = kvu.get("peak_kv_bytes", 0)
+            rec.kv_tokens_kept = kvu.get("kv_tokens_kept", 0)
+            rec.kv_entries_evicted = kvu.get("kv_entries_evicted", 0)

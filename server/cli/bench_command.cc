@@ -170,7 +170,8 @@ int RunBench(int argc, char** argv) {
         const SequenceCompressor::PrefillStep chunk_step =
             SequenceCompressor::NextPrefillOf(comps[b].get(), prompt, pos, *chunk, seqs[b]);
         logits.clear();
-        ForwardRequest req{chunk_step.tokens, pos, &seqs[b], false, window(b)};
+        ForwardRequest req{chunk_step.tokens, pos, &seqs[b], false, window(b), chunk_step.probe_tokens,
+                           chunk_step.probe_start_pos};
         if (auto st = fwd.Step({&req, 1}, &logits); !st.ok()) return Fail(st);
         pos += chunk_step.prompt_tokens;
         if (auto st = compress(b, pos == *n_prompt); !st.ok()) return Fail(st);

@@ -106,6 +106,16 @@ absl::StatusOr<EvalPlan> PlanFromArgs(const CliArgs& a, const Model& model) {
     if (v < 1) return FlagError(flag, std::to_string(v), "must be >= 1");
   }
   plan.samples = *samples;
+  if (std::optional<std::string> range = a.Get("sample-range")) {
+    const std::vector<std::string> ends = absl::StrSplit(*range, ':');
+    int64_t first = 0, end = 0;
+    if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &first) || !absl::SimpleAtoi(ends[1], &end) || first < 0 ||
+        end <= first || end > plan.samples) {
+      return FlagError("sample-range", *range, absl::StrCat("must be I:J with 0 <= I < J <= --samples ", plan.samples));
+    }
+    plan.first_sample = first;
+    plan.end_sample = end;
+  }
   plan.continuation = *continuation;
   plan.answer_tokens = *answer;
   plan.seed = static_cast<uint64_t>(*seed);
@@ -148,6 +158,7 @@ const char* kEvalHelp =
     "  [--budgets 0.1,0.2,0.3 (fractions of the context)] [--auto-risks 0.1,0.2 (auto:RISK rows; the\n"
     "  cells then show the budget the risk picked, as a share of the context, in parentheses)]\n"
     "  [--contexts 2048,4096,7500 (tokens)] [--tasks kl,passkey,multikey (also multivalue, vartrack)] [--samples N=3]\n"
+    "  [--sample-range I:J (run samples I..J-1 only: the same samples a whole run of N draws)]\n"
     "  [--continuation N=64 (kl tokens after the context)] [--answer-tokens N=12 (greedy answer length)]\n"
     "  [--corpus DIR=tests/data/corpus] [--seed S=0] [--prompt-style plain|chat=plain]\n"
     "  [--page-size N=16] [--prefill-chunk N=512] [--kv-window N=64] [--first-stage-ratio R=0.5]\n"
@@ -164,7 +175,7 @@ int RunEval(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const std::vector<std::string> value_flags = {
-      "model",        "policies", "budgets", "contexts",     "tasks",     "samples",       "continuation",
+      "model",        "policies", "budgets", "contexts",     "tasks",     "samples", "sample-range", "continuation",
       "answer-tokens", "corpus",  "seed",    "prompt-style", "page-size", "prefill-chunk", "kv-window",
       "first-stage-ratio", "pool-kernel", "sink-tokens", "ripple-profile", "ripple-r", "ripple-gamma",
       "compress-at", "reduce-protected-dims", "auto-risks", "json"};
@@ -196,6 +207,7 @@ int RunEval(int argc, char** argv) {
     const nlohmann::json meta = {{"command", command},
                                  {"model", *model_spec},
                                  {"samples", plan.samples},
+                                 {"sample_range", {plan.first_sample, plan.sample_end()}},
                                  {"complete", complete},
                                  {"prompt_style", std::string(PromptStyleName(plan.style))},
                                  {"window", plan.base.window},

@@ -29,6 +29,7 @@
 #include "server/serve/metrics.h"
 #include "server/serve/api_keys.h"
 #include "server/serve/grpc_log_limit.h"
+#include "server/serve/http_api_server.h"
 #include "server/serve/metrics_http.h"
 #include "server/serve/metrics_state_collector.h"
 #include "server/serve/serve_options.h"
@@ -74,12 +75,13 @@ void SetHealth(grpc::Server& server, bool serving) {
   h->SetServingStatus("kvserve.v1.Generation", serving);
 }
 
-// Written after both ports are bound, via rename, so a reader never sees half a file.
-absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
+// Written after every port is bound, via rename, so a reader never sees half a file.
+absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_port, int http_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     out << "grpc=" << grpc_port << "\nmetrics=" << metrics_port << "\n";
+    if (http_port >= 0) out << "http=" << http_port << "\n";
     if (!out) return absl::InternalError(absl::StrCat("--port-file '", path, "' cannot be written"));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -167,6 +169,10 @@ int RunServe(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A TLS peer that hangs up mid-response makes OpenSSL's write raise SIGPIPE (it does not
+  // send with MSG_NOSIGNAL), which would end the whole server; ignored, the write fails with
+  // EPIPE and only that call ends.
+  std::signal(SIGPIPE, SIG_IGN);
 
   auto registry = std::make_shared<prometheus::Registry>();
   ServerMetrics metrics(*registry);
@@ -222,10 +228,32 @@ int RunServe(int argc, char** argv) {
     return Fail(absl::UnavailableError(absl::StrCat("cannot listen on ", o.host, ":", o.port)));
   }
   SetHealth(*server, false);
-  std::fprintf(stderr, "kvserve serve: listening on %s:%d (metrics on :%d), loading %s\n", o.host.c_str(), grpc_port,
-               metrics_port, o.model.c_str());
+  // The OpenAI-compatible HTTP API: listening (503) while the model loads, like gRPC.
+  std::unique_ptr<HttpApiServer> http_api;
+  int http_port = -1;
+  if (o.http_port >= 0) {
+    HttpApiOptions http;
+    http.host = o.host;
+    http.port = o.http_port;
+    http.workers = static_cast<int>(o.http_workers);
+    http.io_timeout_seconds = static_cast<int>(o.http_timeout_seconds);
+    http.max_body_bytes = o.max_receive_message_bytes;
+    http.tls_cert = o.tls_cert;
+    http.tls_key = o.tls_key;
+    http.tls_client_ca = o.tls_client_ca;
+    absl::StatusOr<std::unique_ptr<HttpApiServer>> started =
+        HttpApiServer::Start(http, api_keys ? &*api_keys : nullptr, &metrics.auth_failures());
+    if (!started.ok()) {
+      server->Shutdown();
+      return Fail(started.status());
+    }
+    http_api = *std::move(started);
+    http_port = http_api->port();
+  }
+  std::fprintf(stderr, "kvserve serve: listening on %s:%d (metrics on :%d, HTTP API on :%d), loading %s\n",
+               o.host.c_str(), grpc_port, metrics_port, http_port, o.model.c_str());
   if (!o.port_file.empty()) {
-    if (absl::Status st = WritePortFile(o.port_file, grpc_port, metrics_port); !st.ok()) return Fail(st);
+    if (absl::Status st = WritePortFile(o.port_file, grpc_port, metrics_port, http_port); !st.ok()) return Fail(st);
   }
 
   absl::StatusOr<std::unique_ptr<LoadedEngine>> loaded = Load(o);
@@ -241,6 +269,7 @@ int RunServe(int argc, char** argv) {
   collector->set_backend(le.backend.get());
   collector->set_engine(le.engine.get());
   service.set_context(&ctx);
+  if (http_api) http_api->set_context(&ctx);
   SetHealth(*server, true);
   if (metrics_http) metrics_http->set_ready(true);
   std::fprintf(stderr, "kvserve serve: ready on the %s backend (%lld KV pages of %lld tokens, max context %lld)\n",
@@ -263,10 +292,8 @@ int RunServe(int argc, char** argv) {
   // Calls still open now (a client that stopped reading) are cancelled by the deadline.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
-  service.set_context(nullptr);
-  collector->set_engine(nullptr);
-  collector->set_backend(nullptr);
-  // A step that does not end (a stuck engine) must not keep the process past the drain: the
+  // The engine cancels what is left and ends. A step that does not end (a stuck engine)
+  // must not keep the process past the drain (the HTTP calls below would wait for it): the
   // engine gets what is left of --drain-timeout, at least 5 s (a long prefill step on a CPU
   // takes seconds), then the process exits without it.
   const auto grace = std::max<std::chrono::duration<double>>(std::chrono::seconds(5),
@@ -276,6 +303,12 @@ int RunServe(int argc, char** argv) {
     std::fflush(nullptr);
     std::_Exit(1);
   }
+  // HTTP calls still open end with their aborted requests (or a write timeout); then the
+  // server goes, before the context it serves.
+  http_api.reset();
+  service.set_context(nullptr);
+  collector->set_engine(nullptr);
+  collector->set_backend(nullptr);
   std::fprintf(stderr, "kvserve serve: stopped\n");
   return 0;
 }

@@ -11,6 +11,7 @@ namespace {
 const char kUsage[] =
     "kvserve serve --model PATH|random:PRESET [--host 0.0.0.0] [--port 50051 (0: any)] [--port-file F]\n"
     "  [--metrics-host 0.0.0.0] [--metrics-port 9400 (0: any, -1: off)] [--tls-cert PEM --tls-key PEM]\n"
+    "  [--http-port N (OpenAI-compatible HTTP API; 0: any, -1: off =-1)] [--http-workers 64] [--http-timeout 30]\n"
     "  [--tls-client-ca PEM (mutual TLS: client certificates required, verified against it)]\n"
     "  [--api-key-file F (bearer tokens, one per line: calls without one get UNAUTHENTICATED)]\n"
     "  [--metrics-tls (HTTPS on the metrics port with --tls-cert/--tls-key, and --tls-client-ca if given)]\n"
@@ -33,7 +34,8 @@ std::string ServeUsage() { return std::string(kUsage) + KvFlagsHelp(); }
 
 absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help) {
   std::vector<std::string> flags = {
-      "model", "host", "port", "port-file", "metrics-host", "metrics-port", "tls-cert", "tls-key",
+      "model", "host", "port", "port-file", "metrics-host", "metrics-port", "http-port", "http-workers",
+      "http-timeout", "tls-cert", "tls-key",
       "tls-client-ca", "api-key-file", "metrics-api-key-file",
       "max-receive-message-bytes", "max-prompts-per-call", "max-tokenize-bytes", "max-concurrent-tokenize",
       "max-context", "default-max-new-tokens",
@@ -81,10 +83,13 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
     int64_t* out;
     int64_t lo, hi;
   };
-  int64_t port = o.port, metrics_port = o.metrics_port;
+  int64_t port = o.port, metrics_port = o.metrics_port, http_port = o.http_port;
   const IntFlag ints[] = {
       {"port", &port, 0, 65535},
       {"metrics-port", &metrics_port, -1, 65535},
+      {"http-port", &http_port, -1, 65535},
+      {"http-workers", &o.http_workers, 1, 4096},
+      {"http-timeout", &o.http_timeout_seconds, 1, 3600},
       {"max-receive-message-bytes", &o.max_receive_message_bytes, 1024, INT32_MAX},
       {"max-prompts-per-call", &o.max_prompts_per_call, 1, 1 << 20},
       {"max-tokenize-bytes", &o.max_tokenize_bytes, 1, INT32_MAX},
@@ -107,6 +112,7 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
   }
   o.port = static_cast<int>(port);
   o.metrics_port = static_cast<int>(metrics_port);
+  o.http_port = static_cast<int>(http_port);
   absl::StatusOr<double> drain = a.GetDouble("drain-timeout", o.drain_timeout_seconds);
   if (!drain.ok()) return drain.status();
   if (!(*drain >= 0 && *drain <= 86400)) {

@@ -13,6 +13,9 @@ struct ServeOptions {
   std::string host = "0.0.0.0";        // --host
   int port = 50051;                    // --port; 0 = the OS picks one
   std::string port_file;               // --port-file: "grpc=P\nmetrics=P\n" once listening
+  int http_port = -1;                  // --http-port: the OpenAI-compatible API; 0 = the OS picks, -1 = off
+  int64_t http_workers = 64;           // --http-workers: connections served at once
+  int64_t http_timeout_seconds = 30;   // --http-timeout: per read or write
   std::string metrics_host = "0.0.0.0";
   int metrics_port = 9400;             // --metrics-port; 0 = the OS picks one, -1 = off
   std::string tls_cert, tls_key;       // --tls-cert/--tls-key: PEM files; both or neither

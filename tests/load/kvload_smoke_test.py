@@ -42,14 +42,15 @@ def start_server(a, work):
     ports = os.path.join(work, "ports")
     log = open(os.path.join(work, "server.log"), "w")
     proc = subprocess.Popen([a.kvserve, "serve", "--model", a.model, "--host", "127.0.0.1", "--port", "0",
-                             "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--port-file", ports,
+                             "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--http-port", "0",
+                             "--port-file", ports,
                              "--kv-memory", a.kv_memory, "--max-context", str(a.max_context)],
                             stdout=log, stderr=log, env={**os.environ, "OMP_NUM_THREADS": a.threads})
     until = time.time() + 120
     while time.time() < until:
         try:
             p = dict(line.split("=") for line in open(ports).read().split())
-            return proc, f"127.0.0.1:{p['grpc']}", f"127.0.0.1:{p['metrics']}"
+            return proc, f"127.0.0.1:{p['grpc']}", f"127.0.0.1:{p['metrics']}", f"127.0.0.1:{p['http']}"
         except (OSError, ValueError, KeyError):
             if proc.poll() is not None:
                 break
@@ -186,7 +187,7 @@ def main():
         reexec_in(a.venv)
     work = tempfile.mkdtemp(prefix="kvload-smoke-")
     out = os.path.join(work, "results")
-    proc, addr, maddr = start_server(a, work)
+    proc, addr, maddr, http_addr = start_server(a, work)
     n = lambda k: max(2, k // a.scale)
     common = ["--output-len", str(a.output_len), "--input-len", str(a.short_len), "--len-dist", "uniform"]
     snap = ["--kv-policy", "snapkv", "--kv-budget", str(a.budget), "--compress-at", "chunk"]
@@ -197,6 +198,16 @@ def main():
         check_result("short", r, n(24))
         check(r["failed"] == 0, "short: no failures")
         check(f"done {n(24)}/{n(24)}" in err and "server kv" in err, "short: progress lines with done/total and KV")
+        grpc_short = r
+        # The same workload through the OpenAI-compatible HTTP API of the same server.
+        r, _ = kvload("short-openai", http_addr, maddr, out, "--backend", "openai", "--dataset", "short",
+                      "--num-prompts", str(n(24)), "--request-rate", "20", "--goodput", "ttft:60000", "tpot:10000",
+                      *common)
+        check_result("short-openai", r, n(24))
+        check(r["failed"] == 0 and r["total_input_tokens"] == grpc_short["total_input_tokens"]
+              and r["total_output_tokens"] == grpc_short["total_output_tokens"],
+              f"short-openai: the gRPC run's tokens in and out ({r['total_input_tokens']}/{r['total_output_tokens']} vs "
+              f"{grpc_short['total_input_tokens']}/{grpc_short['total_output_tokens']})")
         for rate in ("5", "40") if a.sweep else ():  # a two-point rate sweep for the report's throughput-vs-rate plot
             r, _ = kvload(f"sweep@{rate}", addr, maddr, out, "--dataset", "short", "--num-prompts", str(n(12)),
                           "--request-rate", rate, "--goodput", "ttft:60000", *common)

@@ -98,6 +98,9 @@ TEST(KvSettingsTest, PolicySpecsSetPolicyPlanAndMode) {
   EXPECT_EQ(kv->plan, BudgetPlan::kPyramid);
   EXPECT_EQ(kv->compress_at, CompressAt::kChunk);
   EXPECT_EQ(kv->chunk_scoring, ChunkScoring::kWindow);
+  EXPECT_EQ(ParsePolicySpec("snapkv/chunk").value().chunk_scoring, ChunkScoring::kQuestion);
+  EXPECT_EQ(ParsePolicySpec("snapkv/chunk:question_adjacent").value().chunk_scoring, ChunkScoring::kQuestionAdjacent);
+  EXPECT_EQ(ChunkScoringName(ChunkScoring::kQuestionAdjacent), "question_adjacent");
   EXPECT_FALSE(ParsePolicySpec("snapkv").value().plan.has_value());
   EXPECT_TRUE(Says(ParsePolicySpec("snapkv/sometimes").status(), "unknown compression mode 'sometimes'"));
   EXPECT_TRUE(Says(ParsePolicySpec("h2o").status(), "'h2o'"));

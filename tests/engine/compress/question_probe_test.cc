@@ -48,6 +48,9 @@ TEST_F(QuestionProbeTest, AStepIsTheChunkThenTheQuestionOnlyWhenCompressionIsDue
   std::vector<int32_t> want(prompt.begin(), prompt.begin() + 48);
   want.insert(want.end(), prompt.end() - 16, prompt.end());
   EXPECT_EQ(std::vector<int32_t>(step.tokens.begin(), step.tokens.end()), want);
+  // The probe runs at the question's own positions, 284..299, where the real question will be.
+  EXPECT_EQ(step.probe_tokens, 16);
+  EXPECT_EQ(step.probe_start_pos, 284);
   // The last chunk reaches the question itself: no probe.
   step = comp->NextPrefill(prompt, 250, 64, seq);
   EXPECT_EQ(step.prompt_tokens, 50);
@@ -55,6 +58,13 @@ TEST_F(QuestionProbeTest, AStepIsTheChunkThenTheQuestionOnlyWhenCompressionIsDue
   // A quota the chunk does not reach: nothing to score, no probe.
   auto roomy = *SequenceCompressor::Create(*model_, Chunked("snapkv", 100, ChunkScoring::kQuestion), 300, 4, 16, 64);
   EXPECT_EQ(roomy->NextPrefill(prompt, 0, 64, seq).tokens.size(), 64u);
+  // question_adjacent: the same probe, at the positions right after the chunk (48..63).
+  auto adjacent = *SequenceCompressor::Create(*model_, Chunked("snapkv", 30, ChunkScoring::kQuestionAdjacent), 300, 4,
+                                              16, 64);
+  step = adjacent->NextPrefill(prompt, 0, 64, seq);
+  EXPECT_EQ(std::vector<int32_t>(step.tokens.begin(), step.tokens.end()), want);
+  EXPECT_EQ(step.probe_tokens, 16);
+  EXPECT_EQ(step.probe_start_pos, 48);
   // Window scoring and query-agnostic policies never probe.
   for (auto kv2 : {Chunked("snapkv", 30, ChunkScoring::kWindow), Chunked("keydiff", 30, ChunkScoring::kQuestion),
                    Chunked("streaming", 30, ChunkScoring::kQuestion)}) {

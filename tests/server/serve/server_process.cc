@@ -65,6 +65,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
         while (std::getline(in, line)) {
           if (line.rfind("grpc=", 0) == 0) s->grpc_port_ = std::stoi(line.substr(5));
           if (line.rfind("metrics=", 0) == 0) s->metrics_port_ = std::stoi(line.substr(8));
+          if (line.rfind("http=", 0) == 0) s->http_port_ = std::stoi(line.substr(5));
         }
         return s->grpc_port_ > 0;
       },

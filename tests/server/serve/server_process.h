@@ -27,6 +27,7 @@ class ServerProcess {
 
   std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   int metrics_port() const { return metrics_port_; }
+  int http_port() const { return http_port_; }  // -1 unless started with --http-port
   pid_t pid() const { return pid_; }
   // A fresh channel without message size limits on the client side.
   std::shared_ptr<grpc::Channel> Channel() const;
@@ -47,6 +48,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = -1;
   std::string dir_;
   bool exited_ = false;
 };
