@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git python3 python3-pip unzip ca-certificates
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
       libabsl-dev nlohmann-json3-dev libpcre2-dev libopenblas-dev libcli11-dev libcpp-httplib-dev libssl-dev openssl libgtest-dev libgmock-dev
-      libbenchmark-dev clang libclang-rt-14-dev
+      libbenchmark-dev clang libclang-rt-14-dev libomp-14-dev  # libomp: the clang build of tests/fuzz/run_request_fuzz.sh
       prometheus  # the real Prometheus that tests/server/serve/prometheus_scrape_test.py starts
       python3-venv chromium)  # tests/load/: kvload's venv, and the HTML report's headless screenshot
 missing=()

@@ -33,10 +33,11 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, Backend& backend,
     // The pool lives in the backend's memory (device memory for CUDA): the forward pass and
     // the device compressor read and write pages there, and nothing in the scheduler touches
     // page contents on the host.
-    : pool_({config.num_pages, config.page_size, model.config.n_kv_heads, model.config.head_dim, config.kv_dtype},
+    : scheduler_config_(config.scheduler),
+      pool_({config.num_pages, config.page_size, model.config.n_kv_heads, model.config.head_dim, config.kv_dtype},
             &backend),
       scheduler_(model, tokenizer, backend, pool_, config.scheduler) {
-  PublishStats();
+  PublishStats({});
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -49,26 +50,42 @@ std::unique_lock<std::mutex> Engine::LockFromOutside() const {
 
 void Engine::UnlockFromOutside(std::unique_lock<std::mutex>& lock) const {
   lock.unlock();
-  work_.notify_all();  // the loop may be holding back for this caller, or have new work
+  std::lock_guard<std::mutex> inbox(inbox_mu_);  // so the loop cannot miss the wake-up
+  inbox_cv_.notify_all();  // the loop may be holding back for this caller
 }
 
-void Engine::PublishStats() {
-  const EngineStats s{scheduler_.num_running(), scheduler_.num_waiting(), pool_.stats()};
-  std::lock_guard<std::mutex> lock(stats_mu_);
+void Engine::Pending::Add(const InboxItem& item, int sign) {
+  if (!item.submit) return;
+  if (item.admit_now) {
+    admits += sign;
+    admit_pages += sign * item.peak_pages;
+  } else {
+    waits += sign;
+  }
+}
+
+void Engine::PublishStats(const std::vector<InboxItem>& applied) {
+  const EngineStats s{scheduler_.num_running(), scheduler_.num_waiting(), pool_.unpromised_pages(), pool_.stats()};
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  for (const InboxItem& item : applied) pending_.Add(item, -1);
   stats_ = s;
 }
 
 Engine::~Engine() {
-  std::vector<SinkDelivery> last;
-  {
-    std::unique_lock<std::mutex> lock = LockFromOutside();
-    stop_ = true;
-    scheduler_.AbortAll();
-    last = scheduler_.TakeDeliveries();
-    UnlockFromOutside(lock);
-  }
+  Stop(std::chrono::duration<double>::max());
   thread_.join();
-  Deliver(std::move(last));
+}
+
+bool Engine::Stop(std::chrono::duration<double> timeout) {
+  std::unique_lock<std::mutex> lock(inbox_mu_);
+  stop_ = true;
+  inbox_cv_.notify_all();
+  // wait_for with a huge duration overflows the clock arithmetic: wait without a bound then.
+  if (timeout > std::chrono::hours(24 * 365)) {
+    inbox_cv_.wait(lock, [&] { return stopped_; });
+    return true;
+  }
+  return inbox_cv_.wait_for(lock, timeout, [&] { return stopped_; });
 }
 
 void Engine::Deliver(std::vector<SinkDelivery> deliveries) {
@@ -77,15 +94,62 @@ void Engine::Deliver(std::vector<SinkDelivery> deliveries) {
   }
 }
 
+std::vector<SinkDelivery> Engine::Apply(std::vector<InboxItem>& items) {
+  std::vector<SinkDelivery> refused;
+  for (InboxItem& item : items) {
+    if (!item.submit) {
+      (void)scheduler_.Abort(item.handle);  // NOT_FOUND: it finished before the drain
+      continue;
+    }
+    auto sink = std::make_shared<const RequestSink>(item.prepared->request.sink);
+    if (absl::Status st = scheduler_.Enqueue(item.handle, *std::move(item.prepared)); !st.ok()) {
+      StreamEvent e;
+      e.finished = true;
+      e.status = st;
+      refused.push_back({std::move(sink), std::move(e)});
+    }
+  }
+  return refused;
+}
+
 void Engine::Loop() {
   for (;;) {
+    std::vector<InboxItem> items;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(inbox_mu_);
+      // Only the loop changes the scheduler, so it may read idle() without mu_. A caller in
+      // LockFromOutside goes before the next drain and step: each waits at most one step.
+      inbox_cv_.wait(lock, [&] {
+        return stop_ || ((!inbox_.empty() || !scheduler_.idle()) && outside_waiting_.load() == 0);
+      });
+      items.swap(inbox_);
+      stopping = stop_;
+    }
+    if (!items.empty() || stopping) {
+      // The drain: an Abort's pages are back, and published, before the next step starts,
+      // and its CANCELLED event goes out without waiting for that step.
+      std::vector<SinkDelivery> out;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        out = Apply(items);  // refused Submits never reached the scheduler: nothing precedes them
+        if (stopping) scheduler_.AbortAll();
+        for (SinkDelivery& d : scheduler_.TakeDeliveries()) out.push_back(std::move(d));
+        PublishStats(items);
+      }
+      Deliver(std::move(out));
+      if (stopping) {
+        std::lock_guard<std::mutex> lock(inbox_mu_);
+        stopped_ = true;
+        inbox_cv_.notify_all();
+        return;
+      }
+    }
+    if (scheduler_.idle()) continue;
     std::vector<SinkDelivery> out;
     EngineStepStats step;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      // Callers waiting for the lock go first: each waits at most the step that held it.
-      work_.wait(lock, [&] { return stop_ || (!scheduler_.idle() && outside_waiting_.load() == 0); });
-      if (stop_) return;
+      std::lock_guard<std::mutex> lock(mu_);
       const auto t0 = std::chrono::steady_clock::now();
       // A failed step already told the affected sinks; the loop carries on with the rest.
       (void)scheduler_.Step();
@@ -93,7 +157,7 @@ void Engine::Loop() {
       step.prefill = scheduler_.last_step().prefill_tokens > 0;
       step.sequences = scheduler_.last_step().sequences;
       out = scheduler_.TakeDeliveries();
-      PublishStats();
+      PublishStats({});
     }
     Deliver(std::move(out));
     if (step_observer_) step_observer_(step);
@@ -101,38 +165,51 @@ void Engine::Loop() {
 }
 
 absl::StatusOr<RequestHandle> Engine::Submit(EngineRequest request) {
-  absl::StatusOr<RequestHandle> h;
-  std::vector<SinkDelivery> out;
-  {
-    std::unique_lock<std::mutex> lock = LockFromOutside();
-    h = scheduler_.Submit(std::move(request));
-    out = scheduler_.TakeDeliveries();
-    PublishStats();
-    UnlockFromOutside(lock);
+  // The request-sized work (settings, compression set-up, validation) runs here, on the
+  // caller's thread, while the loop may be in a step.
+  absl::StatusOr<PreparedRequest> prepared = scheduler_.Prepare(std::move(request));
+  if (!prepared.ok()) return prepared.status();
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  if (stop_) return absl::UnavailableError("the engine is shutting down");
+  // Scheduler::HasRoomFor over the last published state and the Submits not in it yet, taken
+  // as the drain will take them: in order, admitted while nothing waits and the pages fit,
+  // else queued. Between a publish and the drain only the running step changes that state,
+  // and a step only admits from the queue, finishes or frees, so this never accepts what the
+  // drain would refuse.
+  InboxItem item{0, std::nullopt, true, prepared->peak_pages, false};
+  const int64_t waiting = stats_.waiting + pending_.waits;
+  item.admit_now = waiting == 0 && item.peak_pages <= stats_.unpromised_pages - pending_.admit_pages &&
+                   stats_.running + pending_.admits < scheduler_config_.max_batch_tokens;
+  if (!item.admit_now && waiting >= scheduler_config_.max_waiting) {
+    return QueueFullError(absl::StrCat("waiting queue is full (--max-waiting ", scheduler_config_.max_waiting,
+                                       "); retry later"));
   }
-  Deliver(std::move(out));
-  return h;
+  item.handle = next_handle_.fetch_add(1);
+  item.prepared = *std::move(prepared);
+  pending_.Add(item, +1);
+  inbox_.push_back(std::move(item));
+  inbox_cv_.notify_all();
+  return inbox_.back().handle;
 }
 
 absl::Status Engine::Abort(RequestHandle handle) {
-  absl::Status st;
-  std::vector<SinkDelivery> out;
-  {
-    std::unique_lock<std::mutex> lock = LockFromOutside();
-    st = scheduler_.Abort(handle);
-    out = scheduler_.TakeDeliveries();
-    PublishStats();
-    UnlockFromOutside(lock);
+  if (handle == 0 || handle >= next_handle_.load()) {
+    return absl::NotFoundError(absl::StrCat("request ", handle, " was never submitted"));
   }
-  Deliver(std::move(out));
-  return st;
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  inbox_.push_back({handle, std::nullopt});
+  inbox_cv_.notify_all();
+  return absl::OkStatus();
 }
 
 PagePoolStats Engine::pool_stats() const { return stats().pool; }
 
 EngineStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  EngineStats s = stats_;
+  s.running += pending_.admits;
+  s.waiting += pending_.waits;
+  return s;
 }
 
 absl::Status Engine::CheckInvariants() const {

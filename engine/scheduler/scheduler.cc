@@ -75,6 +75,14 @@ absl::Status Scheduler::Validate(const EngineRequest& r, int64_t peak_pages) con
 }
 
 absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
+  absl::StatusOr<PreparedRequest> prepared = Prepare(std::move(request));
+  if (!prepared.ok()) return prepared.status();
+  const RequestHandle h = next_handle_++;
+  if (absl::Status st = Enqueue(h, *std::move(prepared)); !st.ok()) return st;
+  return h;
+}
+
+absl::StatusOr<PreparedRequest> Scheduler::Prepare(EngineRequest request) const {
   const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
   const CompressionSettings kv = ResolveKvSettings(request.kv, config_.kv_defaults, request.chat_question_tokens);
   if (absl::Status st = ValidateCompressionSettings(kv, model_.config.n_layers); !st.ok()) return st;
@@ -84,29 +92,37 @@ absl::StatusOr<RequestHandle> Scheduler::Submit(EngineRequest request) {
     if (absl::Status st = CheckDeviceForm(kv, backend_.Name()); !st.ok()) return st;
   }
   // Admission reserves the peak: the compressed one when a policy evicts, else the full cache.
-  std::unique_ptr<SequenceCompressor> compressor;
-  int64_t peak;
+  PreparedRequest out;
   if (kv.active() && !request.prompt.empty() && request.max_new_tokens > 0) {
     auto made = SequenceCompressor::Create(model_, kv, prompt_len, request.max_new_tokens, pool_.shape().page_size,
                                            config_.prefill_chunk);
     if (!made.ok()) return made.status();
-    compressor = *std::move(made);
-    peak = compressor->PeakPages();
+    out.compressor = *std::move(made);
+    out.peak_pages = out.compressor->PeakPages();
   } else {
-    peak = PeakPagesForRequest(prompt_len, request.max_new_tokens, pool_.shape().page_size, model_.config.n_layers);
+    out.peak_pages =
+        PeakPagesForRequest(prompt_len, request.max_new_tokens, pool_.shape().page_size, model_.config.n_layers);
   }
-  if (absl::Status st = Validate(request, peak); !st.ok()) return st;
-  const bool admit_now = waiting_.empty() && peak <= pool_.unpromised_pages() &&
+  if (absl::Status st = Validate(request, out.peak_pages); !st.ok()) return st;
+  out.request = std::move(request);
+  return out;
+}
+
+bool Scheduler::HasRoomFor(int64_t peak_pages) const {
+  const bool admit_now = waiting_.empty() && peak_pages <= pool_.unpromised_pages() &&
                          num_running() < config_.max_batch_tokens;
-  if (!admit_now && num_waiting() >= config_.max_waiting) {
-    return QueueFullError(absl::StrCat("waiting queue is full (--max-waiting ", config_.max_waiting,
-                                                     "); retry later"));
+  return admit_now || num_waiting() < config_.max_waiting;
+}
+
+absl::Status Scheduler::Enqueue(RequestHandle handle, PreparedRequest prepared) {
+  if (!HasRoomFor(prepared.peak_pages)) {
+    return QueueFullError(absl::StrCat("waiting queue is full (--max-waiting ", config_.max_waiting, "); retry later"));
   }
-  const RequestHandle h = next_handle_++;
-  waiting_.push_back(std::make_unique<Sequence>(h, std::move(request), model_.config.n_layers, peak, tokenizer_));
-  waiting_.back()->compressor = std::move(compressor);
+  waiting_.push_back(std::make_unique<Sequence>(handle, std::move(prepared.request), model_.config.n_layers,
+                                                prepared.peak_pages, tokenizer_));
+  waiting_.back()->compressor = std::move(prepared.compressor);
   Admit();
-  return h;
+  return absl::OkStatus();
 }
 
 void Scheduler::Admit() {

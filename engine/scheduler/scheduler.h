@@ -42,6 +42,13 @@ struct SchedulerConfig {
 
 absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
 
+// A request Scheduler::Prepare has checked and sized, ready to join the queue.
+struct PreparedRequest {
+  EngineRequest request;
+  std::unique_ptr<SequenceCompressor> compressor;  // null: the full cache is kept
+  int64_t peak_pages = 0;                          // what admission reserves
+};
+
 // A sink call the caller makes after the step (so sinks never run under a caller's lock).
 struct SinkDelivery {
   std::shared_ptr<const RequestSink> sink;
@@ -59,8 +66,18 @@ class Scheduler {
 
   // Validates and queues a request; admits it at once when nothing waits ahead of it and
   // its reservation fits. INVALID_ARGUMENT for a bad request, RESOURCE_EXHAUSTED when it
-  // can never fit the pool or the waiting queue is full.
+  // can never fit the pool or the waiting queue is full. Prepare, then Enqueue.
   absl::StatusOr<RequestHandle> Submit(EngineRequest request);
+  // Submit's request-sized work: resolves and checks the KV settings, sets up compression and
+  // sizes the peak reservation; errors as Submit's, except a full queue. Reads only the model,
+  // the config and the pool's fixed shape, so any thread may call it while another runs Step
+  // (the Engine calls it on the caller's thread, outside its lock).
+  absl::StatusOr<PreparedRequest> Prepare(EngineRequest request) const;
+  // Submit's queueing under a handle the caller allocated (unique, never 0): admits the
+  // request when it fits now, else queues it, or QueueFullError when the queue is full.
+  absl::Status Enqueue(RequestHandle handle, PreparedRequest prepared);
+  // Whether Enqueue would take a request of peak_pages rather than answer QueueFullError.
+  bool HasRoomFor(int64_t peak_pages) const;
   // Cancels a waiting or running request: its pages go back to the pool before this
   // returns and its sink gets a final CANCELLED event. NOT_FOUND once it has finished.
   absl::Status Abort(RequestHandle handle);

@@ -1,6 +1,8 @@
 // CPU feature detection for the kernel dispatch (kernel_table.h).
 #include "kernels/cpu/cpu_isa.h"
 
+#include <cpuid.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -16,9 +18,15 @@ std::optional<CpuIsa> ParseCpuIsa(std::string_view name) {
   return std::nullopt;
 }
 
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+
 bool CpuSupports(CpuIsa isa) {
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c();
   if (isa == CpuIsa::kAvx2) return avx2;
   return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

@@ -176,7 +176,7 @@ class StreamReactor : public Reactor {
       std::lock_guard<std::mutex> lock(state_->mu);
       state_->cancelled = true;
     }
-    // Frees the request's pages now; its final CANCELLED event arrives inside Abort.
+    // The engine frees the pages at its next step boundary and then sends the final CANCELLED event.
     AbortEngine();
     StreamState::Action a;
     {
@@ -207,7 +207,7 @@ class StreamReactor : public Reactor {
       if (state_->engine_active) h = state_->handle;
       state_->engine_active = false;
     }
-    if (h != 0) (void)ctx_.engine.Abort(h);  // never under the mutex: Abort calls the sink
+    if (h != 0) (void)ctx_.engine.Abort(h);  // queued: the engine frees the pages after its step
   }
 
   const ServeContext& ctx_;

@@ -105,7 +105,7 @@ class UnaryReactor : public grpc::ServerUnaryReactor {
       finish = !state_->finish_called;
       state_->finish_called = true;
     }
-    AbortSubmitted();  // frees the pages now
+    AbortSubmitted();  // the engine frees the pages after its step
     if (finish) Finish(grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled"));
   }
 
@@ -126,7 +126,7 @@ class UnaryReactor : public grpc::ServerUnaryReactor {
     return out;
   }
 
-  // Aborts the prompts still in the engine; never under the mutex (Abort calls the sink).
+  // Aborts the prompts still in the engine (queued: their pages come back after the step under way).
   void AbortSubmitted() {
     std::vector<RequestHandle> live;
     {

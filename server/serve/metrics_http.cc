@@ -1,5 +1,6 @@
-// MetricsHttpServer over httplib::Server: three GET routes, a 404 naming them for anything
-// else, a fixed pool of workers and per-connection timeouts.
+// MetricsHttpServer over httplib::Server (httplib::SSLServer for HTTPS): three GET routes, a
+// 404 naming them for anything else, a fixed pool of workers, per-connection timeouts, and
+// the bearer-token check on /metrics.
 #include "server/serve/metrics_http.h"
 
 #include <algorithm>
@@ -18,12 +19,25 @@ constexpr char kTextFormat[] = "text/plain; version=0.0.4; charset=utf-8";
 
 }  // namespace
 
-MetricsHttpServer::MetricsHttpServer() : http_(std::make_unique<httplib::Server>()) {}
+MetricsHttpServer::MetricsHttpServer(std::unique_ptr<httplib::Server> http) : http_(std::move(http)) {}
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& host, int port, std::vector<std::shared_ptr<prometheus::Collectable>> collectables,
     const MetricsHttpOptions& options) {
-  auto s = std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer());
+  std::unique_ptr<httplib::Server> server;
+  if (!options.tls_cert.empty() || !options.tls_key.empty()) {
+    auto tls = std::make_unique<httplib::SSLServer>(
+        options.tls_cert.c_str(), options.tls_key.c_str(),
+        options.tls_client_ca.empty() ? nullptr : options.tls_client_ca.c_str());
+    if (!tls->is_valid()) {
+      return absl::InvalidArgumentError(
+          "--metrics-tls: the metrics port cannot use --tls-cert/--tls-key (or --tls-client-ca)");
+    }
+    server = std::move(tls);
+  } else {
+    server = std::make_unique<httplib::Server>();
+  }
+  auto s = std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(server)));
   s->collectables_ = std::move(collectables);
   httplib::Server& http = *s->http_;
   const int workers = std::max(1, options.worker_threads);
@@ -37,6 +51,19 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
+  if (options.api_keys != nullptr) {
+    // Before routing, so an unknown path without a token learns nothing either.
+    http.set_pre_routing_handler([keys = options.api_keys, failed = options.on_auth_failure](
+                                     const httplib::Request& req, httplib::Response& res) {
+      if (req.path == "/health" || req.path == "/ready") return httplib::Server::HandlerResponse::Unhandled;
+      if (keys->Allows(req.get_header_value("Authorization"))) return httplib::Server::HandlerResponse::Unhandled;
+      if (failed) failed();
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Bearer");
+      res.set_content("missing or invalid bearer token\n", kTextFormat);
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
   MetricsHttpServer* self = s.get();
   http.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
     res.set_content(self->Exposition(), kTextFormat);

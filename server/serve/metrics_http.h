@@ -7,8 +7,12 @@
 // and write timeouts per connection. Not prometheus::Exposer: its civetweb starts workers
 // with a fixed ~100 KB stack, which glibc refuses once the binary links the CUDA libraries
 // (cuBLASLt alone carries ~94 KB of static TLS); httplib's std::threads take the default.
+//
+// Optionally HTTPS (mutual TLS with a client CA) and bearer tokens on /metrics; /health and
+// /ready stay open so that probes need no credentials.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "prometheus/collectable.h"
+#include "server/serve/api_keys.h"
 
 namespace httplib {
 class Server;
@@ -26,6 +31,13 @@ namespace kvserve {
 struct MetricsHttpOptions {
   int worker_threads = 8;        // connections served at once
   int io_timeout_seconds = 5;    // per read or write on a connection
+  // HTTPS with these PEM files (both or neither); with tls_client_ca as well, a client must
+  // present a certificate that CA signed, or the handshake fails (mutual TLS).
+  std::string tls_cert, tls_key, tls_client_ca;
+  // Set: GET /metrics needs "Authorization: Bearer TOKEN" with one of these tokens, else 401
+  // (nothing echoed). Must outlive the server.
+  const ApiKeys* api_keys = nullptr;
+  std::function<void()> on_auth_failure;  // called per refused scrape (a failure counter)
 };
 
 class MetricsHttpServer {
@@ -43,7 +55,7 @@ class MetricsHttpServer {
   void set_ready(bool ready) { ready_.store(ready); }
 
  private:
-  MetricsHttpServer();
+  explicit MetricsHttpServer(std::unique_ptr<httplib::Server> http);
   std::string Exposition() const;
 
   std::unique_ptr<httplib::Server> http_;

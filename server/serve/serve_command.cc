@@ -3,8 +3,11 @@
 // the engine starts and health turns SERVING. SIGTERM/SIGINT drain: health goes
 // NOT_SERVING, new calls get UNAVAILABLE, running ones get --drain-timeout to finish, and
 // what is left is cancelled.
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -176,9 +179,26 @@ int RunServe(int argc, char** argv) {
   auto collector = std::make_shared<EngineStateCollector>();
   std::unique_ptr<MetricsHttpServer> metrics_http;
   int metrics_port = -1;
+  std::optional<ApiKeys> metrics_keys;
   if (o.metrics_port >= 0) {
+    MetricsHttpOptions metrics_options;
+    if (o.metrics_tls) {
+      absl::Status checked;  // the same file checks as gRPC's, so a bad pair is named the same way
+      (void)Credentials(o, &checked);
+      if (!checked.ok()) return Fail(checked);
+      metrics_options.tls_cert = o.tls_cert;
+      metrics_options.tls_key = o.tls_key;
+      metrics_options.tls_client_ca = o.tls_client_ca;
+    }
+    if (!o.metrics_api_key_file.empty()) {
+      absl::StatusOr<ApiKeys> loaded_keys = ApiKeys::Load(o.metrics_api_key_file);
+      if (!loaded_keys.ok()) return Fail(loaded_keys.status());
+      metrics_keys = *std::move(loaded_keys);
+      metrics_options.api_keys = &*metrics_keys;
+      metrics_options.on_auth_failure = [&metrics] { metrics.auth_failures().Increment(); };
+    }
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
-        MetricsHttpServer::Start(o.metrics_host, o.metrics_port, {registry, collector});
+        MetricsHttpServer::Start(o.metrics_host, o.metrics_port, {registry, collector}, metrics_options);
     if (!started.ok()) return Fail(started.status());
     metrics_http = *std::move(started);
     metrics_port = metrics_http->port();
@@ -257,6 +277,7 @@ int RunServe(int argc, char** argv) {
                static_cast<long long>(o.page_size), static_cast<long long>(ctx.max_context));
 
   const int sig = WaitForSignal(signals);
+  const auto drain_deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.drain_timeout_seconds);
   std::fprintf(stderr, "kvserve serve: %s, draining %lld call(s) for up to %.1f s\n", strsignal(sig),
                static_cast<long long>(tracker.calls()), o.drain_timeout_seconds);
   SetHealth(*server, false);
@@ -271,6 +292,17 @@ int RunServe(int argc, char** argv) {
   // Calls still open now (a client that stopped reading) are cancelled by the deadline.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
+  // The engine cancels what is left and ends. A step that does not end (a stuck engine)
+  // must not keep the process past the drain (the HTTP calls below would wait for it): the
+  // engine gets what is left of --drain-timeout, at least 5 s (a long prefill step on a CPU
+  // takes seconds), then the process exits without it.
+  const auto grace = std::max<std::chrono::duration<double>>(std::chrono::seconds(5),
+                                                             drain_deadline - std::chrono::steady_clock::now());
+  if (!le.engine->Stop(grace)) {
+    std::fprintf(stderr, "kvserve serve: the engine is still in a step after the drain; exiting without it\n");
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
   // HTTP calls still open end with their aborted requests (or a write timeout); then the
   // server goes, before the context it serves.
   http_api.reset();

@@ -14,6 +14,8 @@ const char kUsage[] =
     "  [--http-port N (OpenAI-compatible HTTP API; 0: any, -1: off =-1)] [--http-workers 64] [--http-timeout 30]\n"
     "  [--tls-client-ca PEM (mutual TLS: client certificates required, verified against it)]\n"
     "  [--api-key-file F (bearer tokens, one per line: calls without one get UNAUTHENTICATED)]\n"
+    "  [--metrics-tls (HTTPS on the metrics port with --tls-cert/--tls-key, and --tls-client-ca if given)]\n"
+    "  [--metrics-api-key-file F (bearer tokens GET /metrics requires; /health and /ready stay open)]\n"
     "  [--max-receive-message-bytes 64M] [--max-prompts-per-call 64] [--max-context N (0: model's)]\n"
     "  [--max-tokenize-bytes 8M (Tokenize text)] [--max-concurrent-tokenize 4 (Tokenize/Detokenize calls)]\n"
     "  [--default-max-new-tokens 128] [--max-new-tokens-limit N (0: max context)]\n"
@@ -34,13 +36,13 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
   std::vector<std::string> flags = {
       "model", "host", "port", "port-file", "metrics-host", "metrics-port", "http-port", "http-workers",
       "http-timeout", "tls-cert", "tls-key",
-      "tls-client-ca", "api-key-file",
+      "tls-client-ca", "api-key-file", "metrics-api-key-file",
       "max-receive-message-bytes", "max-prompts-per-call", "max-tokenize-bytes", "max-concurrent-tokenize",
       "max-context", "default-max-new-tokens",
       "max-new-tokens-limit", "kv-memory", "page-size", "prefill-chunk", "max-batch-tokens", "max-waiting",
       "decode-share", "drain-timeout", "device"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
-  absl::StatusOr<CliArgs> parsed = CliArgs::Parse(argc, argv, flags, {"deterministic"}, ServeUsage());
+  absl::StatusOr<CliArgs> parsed = CliArgs::Parse(argc, argv, flags, {"deterministic", "metrics-tls"}, ServeUsage());
   if (!parsed.ok()) return parsed.status();
   const CliArgs& a = *parsed;
   *help = a.help();
@@ -56,6 +58,8 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
   o.tls_key = a.Get("tls-key").value_or("");
   o.tls_client_ca = a.Get("tls-client-ca").value_or("");
   o.api_key_file = a.Get("api-key-file").value_or("");
+  o.metrics_api_key_file = a.Get("metrics-api-key-file").value_or("");
+  o.metrics_tls = a.Flag("metrics-tls");
   o.kv_memory = a.Get("kv-memory").value_or(o.kv_memory);
   o.device = a.Get("device").value_or(o.device);
   o.deterministic = a.Flag("deterministic");
@@ -65,6 +69,9 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (o.metrics_tls && o.tls_cert.empty()) {
+    return absl::InvalidArgumentError("--metrics-tls needs --tls-cert and --tls-key (the metrics port uses them)");
   }
   if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS)");

@@ -21,6 +21,8 @@ struct ServeOptions {
   std::string tls_cert, tls_key;       // --tls-cert/--tls-key: PEM files; both or neither
   std::string tls_client_ca;           // --tls-client-ca: PEM; client certificates required and verified
   std::string api_key_file;            // --api-key-file: bearer tokens, one per line
+  bool metrics_tls = false;            // --metrics-tls: HTTPS with --tls-cert/--tls-key (and --tls-client-ca)
+  std::string metrics_api_key_file;    // --metrics-api-key-file: bearer tokens /metrics requires
   // 128K tokens as text take ~0.5-2 MB, as ids under 1 MB; 64 MiB leaves room for batches.
   int64_t max_receive_message_bytes = 64 << 20;
   int64_t max_prompts_per_call = 64;

@@ -25,7 +25,10 @@ class MetricsHttpTest : public ::testing::Test {
   void SetUp() override {
     registry_ = std::make_shared<prometheus::Registry>();
     prometheus::BuildCounter().Name("kvserve_test_total").Help("a test counter").Register(*registry_).Add({}).Increment(3);
-    auto started = MetricsHttpServer::Start("127.0.0.1", 0, {registry_}, {/*worker_threads=*/4, /*io_timeout_seconds=*/5});
+    MetricsHttpOptions options;
+    options.worker_threads = 4;
+    options.io_timeout_seconds = 5;
+    auto started = MetricsHttpServer::Start("127.0.0.1", 0, {registry_}, options);
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
     ASSERT_GT(server_->port(), 0);
