@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include <sys/socket.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -14,6 +13,7 @@
 #include "httplib.h"
 #include "server/serve/grpc_request.h"
 #include "server/serve/http_json_reply.h"
+#include "server/serve/httplib_listen.h"
 #include "server/serve/json_body.h"
 #include "server/serve/openai_request.h"
 
@@ -49,26 +49,13 @@ absl::StatusOr<std::unique_ptr<HttpApiServer>> HttpApiServer::Start(const HttpAp
   http.set_keep_alive_max_count(1000);
   http.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   http.set_tcp_nodelay(true);  // a stream's small SSE events go out at once
-  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind
-  // the same port in silence and split the traffic.
-  // The listening socket is kept (the last one httplib made) to widen its backlog below.
-  auto listen_fd = std::make_shared<int>(-1);
-  http.set_socket_options([listen_fd](int sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    *listen_fd = sock;
-  });
   s->Routes();
-  const int bound = options.port == 0 ? http.bind_to_any_port(options.host)
-                                      : (http.bind_to_port(options.host, options.port) ? options.port : -1);
+  // SO_REUSEADDR only, and a listen backlog wider than Debian's httplib's 5 (docs/PERF.md).
+  const int bound = BindHttpServer(http, options.host, options.port);
   if (bound < 0) {
     return absl::UnavailableError(absl::StrCat("--http-port ", options.port, " on --host '", options.host,
                                                "': cannot listen (in use, not a local address, or not permitted)"));
   }
-  // Debian's libcpp-httplib is compiled with a listen backlog of 5: 16 clients connecting at
-  // once overflowed it, and the dropped SYNs were retried after 1 s (p99 TTFT 1 s in
-  // docs/PERF.md). listen() again on a listening socket only changes its backlog.
-  if (*listen_fd >= 0) ::listen(*listen_fd, SOMAXCONN);
   s->port_ = bound;
   HttpApiServer* self = s.get();
   s->thread_ = std::thread([self] { self->http_->listen_after_bind(); });

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <chrono>
 
-#include <sys/socket.h>
 
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "prometheus/text_serializer.h"
+#include "server/serve/httplib_listen.h"
 
 namespace kvserve {
 namespace {
@@ -45,12 +45,6 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   http.set_read_timeout(options.io_timeout_seconds, 0);
   http.set_write_timeout(options.io_timeout_seconds, 0);
   http.set_keep_alive_timeout(options.io_timeout_seconds);
-  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind
-  // the same port in silence and split the scrapes.
-  http.set_socket_options([](int sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
   if (options.api_keys != nullptr) {
     // Before routing, so an unknown path without a token learns nothing either.
     http.set_pre_routing_handler([keys = options.api_keys, failed = options.on_auth_failure](
@@ -77,7 +71,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.status == 404) res.set_content("not found: GET /metrics, /health or /ready\n", kTextFormat);
   });
-  const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
+  // SO_REUSEADDR only (no silent second server splitting the scrapes), and a listen backlog
+  // wider than Debian's httplib's 5, so many scrapers connecting at once are not held back.
+  const int bound = BindHttpServer(http, host, port);
   if (bound < 0) {
     return absl::UnavailableError(
         absl::StrCat("--metrics-port ", port, " on --metrics-host '", host,
