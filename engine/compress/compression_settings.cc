@@ -106,6 +106,8 @@ absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n
   all.compress_at = s.at;
   all.chunk_scoring = s.chunk_scoring;
   all.question_tokens = s.question_tokens;
+  // Only chunk mode reads it (a server-wide headroom stays set for prefill_end requests).
+  if (s.at == CompressAt::kChunk) all.chunk_headroom = s.chunk_headroom;
   all.first_stage_ratio = s.first_stage_ratio;
   all.window = s.window;
   all.pool_kernel = s.pool_kernel;

@@ -31,6 +31,7 @@ constexpr KnobNames kKnobs[] = {
     {"compress_at", "compress_at", "kv.compress_at", "--compress-at"},
     {"chunk_scoring", "chunk_scoring", "kv.chunk_scoring", "--chunk-scoring"},
     {"question_tokens", "question_tokens", "kv.question_tokens", "--question-tokens"},
+    {"chunk_headroom", "chunk_headroom", "kv.chunk_headroom", "--chunk-headroom"},
     {"first_stage_ratio", "first_stage_ratio", "kv.first_stage_ratio", "--first-stage-ratio"},
     {"window", "KV window", "kv.window", "--kv-window"},
     {"pool_kernel", "pool kernel", "kv.pool_kernel", "--pool-kernel"},
@@ -189,6 +190,16 @@ absl::Status ValidateKvSettings(const KvSettings& kv, KvSource source, int64_t n
       return Bad(name("question_tokens"), " ", n, " needs ", name("chunk_scoring"), " question, got window");
     }
   }
+  if (kv.chunk_headroom) {
+    const int64_t n = *kv.chunk_headroom;
+    if (n < 0 || n > static_cast<int64_t>(kMaxBudgetTokens)) {
+      return Bad(name("chunk_headroom"), " must be in [0, ", static_cast<int64_t>(kMaxBudgetTokens), "] tokens, got ", n);
+    }
+    if (kv.compress_at == CompressAt::kPrefillEnd) {
+      return Bad(name("chunk_headroom"), " ", n, " needs ", name("compress_at"),
+                 " chunk (prefill_end compresses once), got prefill_end");
+    }
+  }
   if (kv.first_stage_ratio && !(*kv.first_stage_ratio > 0 && *kv.first_stage_ratio <= 1)) {
     return Bad(name("first_stage_ratio"), " must be in (0, 1], got ", *kv.first_stage_ratio);
   }
@@ -229,6 +240,7 @@ CompressionSettings ResolveKvSettings(const KvSettings& kv, const CompressionSet
   if (kv.compress_at) s.at = *kv.compress_at;
   if (kv.chunk_scoring) s.chunk_scoring = *kv.chunk_scoring;
   if (kv.question_tokens) s.question_tokens = kv.question_tokens;
+  if (kv.chunk_headroom) s.chunk_headroom = *kv.chunk_headroom;
   if (kv.first_stage_ratio) s.first_stage_ratio = *kv.first_stage_ratio;
   if (kv.window) s.window = *kv.window;
   if (kv.pool_kernel) s.pool_kernel = *kv.pool_kernel;

@@ -35,6 +35,7 @@ struct KvSettings {
   std::optional<CompressAt> compress_at;
   std::optional<ChunkScoring> chunk_scoring;
   std::optional<int64_t> question_tokens;           // the prompt's last N tokens are the question
+  std::optional<int64_t> chunk_headroom;            // chunk mode: entries above the budget between compressions
   std::optional<double> first_stage_ratio;          // CriticalKV
   std::optional<int64_t> window;                    // observation window, in queries
   std::optional<int64_t> pool_kernel;               // SnapKV average pool

@@ -35,8 +35,15 @@ SequenceCompressor::SequenceCompressor(const Model& model, const CompressionSett
                        policy_->ScoresWithQueries()),
       question_len_(std::max<int64_t>(1, std::min(prompt_len, probes_question_ ? s.question_tokens.value_or(s.window)
                                                                                  : s.window))),
+      headroom_(std::max(prefill_chunk, s.chunk_headroom)),
       window_(model.config.n_layers, probes_question_ ? question_len_ : s.window, model.config.n_heads,
               model.config.head_dim) {}
+
+bool SequenceCompressor::ChunkDue(int64_t len, int64_t quota) const {
+  // Another full chunk would take the layer past quota + headroom: compress now, while the
+  // chunk just prefilled is what a probe sees last.
+  return len + prefill_chunk_ > quota + headroom_;
+}
 
 SequenceCompressor::~SequenceCompressor() = default;
 
@@ -56,10 +63,12 @@ int64_t SequenceCompressor::PeakPages() const {
   if (merge_reduce_) return MergeReducePeakPages(/*decode_only=*/false);
   int64_t pages = 0;
   // A chunk step adds at most prefill_chunk entries, probe included, unless the probe alone
-  // fills it (then one prompt token and the probe).
+  // fills it (then one prompt token and the probe). A layer enters a step with at most
+  // quota + headroom - prefill_chunk entries (ChunkDue).
   const int64_t step = probes_question_ ? std::max(prefill_chunk_, 1 + question_len_) : prefill_chunk_;
   for (int64_t q : quotas_) {
-    const int64_t prefill = settings_.at == CompressAt::kChunk ? std::min(prompt_len_, q + step) : prompt_len_;
+    const int64_t prefill =
+        settings_.at == CompressAt::kChunk ? std::min(prompt_len_, q + headroom_ - prefill_chunk_ + step) : prompt_len_;
     const int64_t decode = std::min(std::min(prompt_len_, q) + max_new_, q + page_size_);
     pages += PagesFor(std::max(prefill, decode));
   }
@@ -84,9 +93,9 @@ SequenceCompressor::PrefillStep SequenceCompressor::NextPrefill(absl::Span<const
   pending_probe_ = 0;
   const PrefillStep plain = PlainPrefill(prompt, cached, max_tokens);
   if (!probes_question_ || remaining <= max_tokens) return plain;
-  // No probe where the chunk leaves every layer within its quota: nothing will be scored.
+  // No probe where the chunk leaves every layer within its headroom: nothing will be scored.
   bool due = false;
-  for (size_t l = 0; l < quotas_.size(); ++l) due = due || seq.layer_len[l] + plain.prompt_tokens > quotas_[l];
+  for (size_t l = 0; l < quotas_.size(); ++l) due = due || ChunkDue(seq.layer_len[l] + plain.prompt_tokens, quotas_[l]);
   if (!due) return plain;
   const int64_t n = std::max<int64_t>(1, max_tokens - question_len_);
   // The question's tokens; where the chunk already reaches into the question, the rest of it.
@@ -137,8 +146,11 @@ absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, Seq
   for (int64_t l = 0; l < n_layers; ++l) {
     const int64_t len = seq.layer_len[l] - probe, q = quotas_[l];
     bool due;
-    if (prompt_end || (!prompt_done && settings_.at == CompressAt::kChunk)) {
+    if (prompt_end) {
       due = len > q;
+    } else if (!prompt_done && settings_.at == CompressAt::kChunk) {
+      // A probe ran for this step: every layer past its quota uses it.
+      due = len > q && (probe > 0 || ChunkDue(len, q));
     } else if (prompt_done) {
       due = len >= q + page_size_;
     } else {

@@ -102,6 +102,8 @@ class SequenceCompressor {
   int64_t MergeReducePeakPages(bool decode_only) const;
   absl::Status MergeReduceStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done);
   void ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done, int64_t probe);
+  // Chunk mode: whether a layer of len entries (after a step) is compressed now.
+  bool ChunkDue(int64_t len, int64_t quota) const;
 
   const Model& model_;
   CompressionSettings settings_;
@@ -110,6 +112,9 @@ class SequenceCompressor {
   int64_t prompt_len_, max_new_, page_size_, prefill_chunk_;
   bool probes_question_;
   int64_t question_len_;       // the question's tokens (the window's capacity when probing)
+  // Chunk mode: entries a layer may hold above its quota before it is compressed (at least
+  // prefill_chunk_, which means after every chunk).
+  int64_t headroom_;
   int64_t pending_probe_ = 0;  // probe slots the last NextPrefill appended to every layer
   std::vector<int32_t> step_tokens_;  // scratch: chunk + probe
   QueryWindow window_;

@@ -163,7 +163,8 @@ const char* kEvalHelp =
     "  [--corpus DIR=tests/data/corpus] [--seed S=0] [--prompt-style plain|chat=plain]\n"
     "  [--page-size N=16] [--prefill-chunk N=512] [--kv-window N=64] [--first-stage-ratio R=0.5]\n"
     "  [--pool-kernel K=5] [--sink-tokens N=4] [--reduce-protected-dims N=128]\n"
-    "  [--compress-at prefill_end|chunk=prefill_end] [--verbose (a line per configuration, with its answer)]\n"
+    "  [--compress-at prefill_end|chunk=prefill_end] [--chunk-headroom N=0 (chunk rows: entries above the budget\n"
+    "  between compressions; below --prefill-chunk: after every chunk)] [--verbose (a line per configuration, with its answer)]\n"
     "  [--json FILE (every cell with its samples, interval, answer NLL gap and KV peak)]\n"
     "Each context is prefilled once with the full cache; with prefill_end each policy x budget compresses\n"
     "a copy at the end of the prompt, with chunk it prefills again, compressing after every chunk.\n"
@@ -178,7 +179,7 @@ int RunEval(int argc, char** argv) {
       "model",        "policies", "budgets", "contexts",     "tasks",     "samples", "sample-range", "continuation",
       "answer-tokens", "corpus",  "seed",    "prompt-style", "page-size", "prefill-chunk", "kv-window",
       "first-stage-ratio", "pool-kernel", "sink-tokens", "ripple-profile", "ripple-r", "ripple-gamma",
-      "compress-at", "reduce-protected-dims", "auto-risks", "json"};
+      "compress-at", "chunk-headroom", "reduce-protected-dims", "auto-risks", "json"};
   KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"verbose"}, kEvalHelp));
   if (args.help()) return 0;
   auto model_spec = args.Get("model");
@@ -212,6 +213,7 @@ int RunEval(int argc, char** argv) {
                                  {"prompt_style", std::string(PromptStyleName(plan.style))},
                                  {"window", plan.base.window},
                                  {"prefill_chunk", plan.prefill_chunk},
+                                 {"chunk_headroom", plan.base.chunk_headroom},
                                  {"page_size", plan.page_size},
                                  {"seed", plan.seed},
                                  {"wall_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};

@@ -19,14 +19,15 @@ const char kGenerateUsage[] =
     "  [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
     "  [--presence-penalty P] [--frequency-penalty P] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
     "  [--ignore-eos] [--kv-policy POLICY] [--kv-budget B|auto:RISK] [--budget-plan PLAN (or --kv-plan)]\n"
-    "  [--compress-at WHEN] [--chunk-scoring MODE] [--question-tokens N]\n"
+    "  [--compress-at WHEN] [--chunk-scoring MODE] [--question-tokens N] [--chunk-headroom N]\n"
     "  [--request-id ID] [--usage (finish reason, usage and timings on stderr)] [--ids (print token ids)]\n";
 
 const std::vector<std::string>& GenerateFlags() {
   static const std::vector<std::string> f = {
       "prompt", "prompt-file", "token-ids", "system", "max-new-tokens", "temperature", "top-k", "top-p", "min-p",
       "repetition-penalty", "presence-penalty", "frequency-penalty", "seed", "stop", "stop-token-id",
-      "kv-policy", "kv-budget", "budget-plan|kv-plan", "compress-at", "chunk-scoring", "question-tokens", "request-id"};
+      "kv-policy", "kv-budget", "budget-plan|kv-plan", "compress-at", "chunk-scoring", "question-tokens", "chunk-headroom",
+      "request-id"};
   return f;
 }
 
@@ -157,6 +158,10 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
   kv->set_compress_at(a.Get("compress-at").value_or(""));
   kv->set_chunk_scoring(a.Get("chunk-scoring").value_or(""));
   if (absl::Status status = Optional<int64_t>(a, "question-tokens", [&](int64_t v) { kv->set_question_tokens(v); });
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = Optional<int64_t>(a, "chunk-headroom", [&](int64_t v) { kv->set_chunk_headroom(v); });
       !status.ok()) {
     return status;
   }

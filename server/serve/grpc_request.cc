@@ -104,6 +104,7 @@ absl::StatusOr<KvSettings> KvSettingsFromProto(const v1::KvCacheParams& p, int64
     kv.chunk_scoring = *scoring;
   }
   if (p.has_question_tokens()) kv.question_tokens = p.question_tokens();
+  if (p.has_chunk_headroom()) kv.chunk_headroom = p.chunk_headroom();
   if (p.has_first_stage_ratio()) kv.first_stage_ratio = p.first_stage_ratio();
   if (p.has_window()) kv.window = p.window();
   if (p.has_pool_kernel()) kv.pool_kernel = p.pool_kernel();

@@ -38,7 +38,7 @@ const std::vector<std::string>& KvFlagNames() {
   static const std::vector<std::string> names = {"kv-policy",   "kv-budget",         "budget-plan", "compress-at",
                                                  "kv-window",   "first-stage-ratio", "pool-kernel", "sink-tokens",
                                                  "ripple-r",    "ripple-gamma",      "reduce-protected-dims",
-                                                 "kv-dtype",    "chunk-scoring",     "question-tokens"};
+                                                 "kv-dtype",    "chunk-scoring",     "question-tokens", "chunk-headroom"};
   return names;
 }
 
@@ -56,6 +56,7 @@ const std::string& KvFlagsHelp() {
         "  [--chunk-scoring ", Names(ChunkScoringNames()), "=", std::string(ChunkScoringName(d.chunk_scoring)),
         "] (chunk mode: score each chunk with the question's\n"
         "  queries or the chunk's own) [--question-tokens N (the prompt's last N tokens; default the window)]\n",
+        "  [--chunk-headroom N=", d.chunk_headroom, "] (chunk mode: entries above the budget between compressions)\n",
         "  [--kv-window N=", d.window, "] [--first-stage-ratio R=", d.first_stage_ratio, "] [--pool-kernel K=",
         d.pool_kernel, "] [--sink-tokens N=", d.n_sink, "]\n",
         "  [--reduce-protected-dims M=", d.reduce_protected_dims, " (mergereduce:cluster, capped at head_dim)]\n",
@@ -112,6 +113,7 @@ absl::StatusOr<KvSettings> KvSettingsFromArgs(const CliArgs& a, const Model& mod
     return st;
   }
   for (absl::Status st : {ReadNumber(a, "question-tokens", &kv.question_tokens),
+                          ReadNumber(a, "chunk-headroom", &kv.chunk_headroom),
                           ReadNumber(a, "first-stage-ratio", &kv.first_stage_ratio),
                           ReadNumber(a, "kv-window", &kv.window), ReadNumber(a, "pool-kernel", &kv.pool_kernel),
                           ReadNumber(a, "reduce-protected-dims", &kv.reduce_protected_dims),

@@ -97,6 +97,56 @@ TEST_F(QuestionProbeTest, GenerationStaysWithinBudgetPlusAChunkAndKeepsWhatWindo
   }
 }
 
+TEST_F(QuestionProbeTest, HeadroomCompressesLessOftenAndStaysWithinBudgetPlusHeadroom) {
+  const ModelConfig& c = model_->config;
+  const std::vector<int32_t> prompt = Prompt(600);
+  // Quota 60, chunks of 64, headroom 256: a layer enters a step with at most 60 + 256 - 64.
+  CompressionSettings kv = Chunked("snapkv", 0.1, ChunkScoring::kQuestion);
+  kv.chunk_headroom = 256;
+  auto comp = *SequenceCompressor::Create(*model_, kv, 600, 8, 16, 64);
+  SequenceKv seq(c.n_layers);
+  std::fill(seq.layer_len.begin(), seq.layer_len.end(), 124);  // quota + one chunk: not due yet
+  EXPECT_EQ(comp->NextPrefill(prompt, 124, 64, seq).probe_tokens, 0);
+  std::fill(seq.layer_len.begin(), seq.layer_len.end(), 200);  // another chunk would pass 316
+  const auto step = comp->NextPrefill(prompt, 200, 64, seq);
+  EXPECT_EQ(step.prompt_tokens, 48);
+  EXPECT_EQ(step.probe_tokens, 16);
+  // (60 + 256) slots: 20 pages of 16 per layer at most.
+  EXPECT_EQ(comp->PeakPages(), 20 * c.n_layers);
+
+  const GenerationResult every_chunk = Run(prompt, Chunked("snapkv", 0.1, ChunkScoring::kQuestion), 8, 64, 16);
+  const GenerationResult roomy = Run(prompt, kv, 8, 64, 16);
+  ASSERT_FALSE(roomy.tokens.empty());
+  // Generate sizes its pool to the compressor's peak: the steps stayed within it.
+  EXPECT_LE(roomy.peak_kv_pages, 20 * c.n_layers);
+  EXPECT_GT(roomy.peak_kv_pages, every_chunk.peak_kv_pages);
+  EXPECT_LT(roomy.compression.compactions, every_chunk.compression.compactions);
+  EXPECT_EQ(roomy.kv_slots_at_end, every_chunk.kv_slots_at_end);
+
+  // A headroom past the prompt never compresses mid-prompt: the one selection at the end,
+  // scored by the question's 16 queries, is prefill_end's with a 16-query window.
+  kv.chunk_headroom = 1000;
+  CompressionSettings at_end = kv;
+  at_end.at = CompressAt::kPrefillEnd;
+  at_end.chunk_headroom = 0;
+  const GenerationResult once = Run(prompt, kv, 8, 64, 16), reference = Run(prompt, at_end, 8, 64, 16);
+  EXPECT_EQ(once.tokens, reference.tokens);
+  EXPECT_EQ(once.peak_kv_pages, reference.peak_kv_pages);
+  EXPECT_EQ(once.compression.compactions, reference.compression.compactions);
+
+  // Out of range, or with prefill_end: refused by name.
+  KvSettings bad;
+  bad.chunk_headroom = -1;
+  absl::Status st = ValidateKvSettings(bad, KvSource::kProto, c.n_layers);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("kv.chunk_headroom must be in [0, 1073741824] tokens, got -1"), std::string_view::npos)
+      << st;
+  bad.chunk_headroom = 2048;
+  bad.compress_at = CompressAt::kPrefillEnd;
+  st = ValidateKvSettings(bad, KvSource::kFlags, c.n_layers);
+  EXPECT_NE(st.message().find("--chunk-headroom 2048 needs --compress-at chunk"), std::string_view::npos) << st;
+}
+
 TEST_F(QuestionProbeTest, TheSchedulerAndTheGeneratorProbeAlike) {
   const ModelConfig& c = model_->config;
   const std::vector<int32_t> prompt = Prompt(500);

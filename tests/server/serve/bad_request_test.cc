@@ -88,6 +88,12 @@ std::vector<BadCase> Cases() {
          r.mutable_kv()->set_question_tokens(2);
          r.mutable_kv()->set_compress_at("prefill_end");
        }, kInvalid, "kv.question_tokens 2 needs kv.compress_at chunk"},
+      {"chunk_headroom_negative", [](R& r) { r.mutable_kv()->set_chunk_headroom(-1); }, kInvalid,
+       "kv.chunk_headroom must be in [0, 1073741824] tokens, got -1"},
+      {"chunk_headroom_at_prefill_end", [](R& r) {
+         r.mutable_kv()->set_chunk_headroom(2048);
+         r.mutable_kv()->set_compress_at("prefill_end");
+       }, kInvalid, "kv.chunk_headroom 2048 needs kv.compress_at chunk"},
       {"question_tokens_with_window_scoring", [](R& r) {
          r.mutable_kv()->set_question_tokens(2);
          r.mutable_kv()->set_chunk_scoring("window");
