@@ -28,6 +28,7 @@ class QuestionProbeTest : public TinyGenerationTest {
     kv.budget = budget;
     kv.window = 16;
     kv.at = CompressAt::kChunk;
+    kv.chunk_headroom = 0;  // compress after every chunk
     kv.chunk_scoring = scoring;
     return kv;
   }
@@ -163,6 +164,7 @@ TEST_F(QuestionProbeTest, TheSchedulerAndTheGeneratorProbeAlike) {
   r.kv.budget = 0.15;
   r.kv.window = 16;
   r.kv.compress_at = CompressAt::kChunk;
+  r.kv.chunk_headroom = 0;  // compress after every chunk
   auto out = std::make_shared<Collected>();
   r.sink = CollectInto(out);
   ASSERT_TRUE(sched.Submit(std::move(r)).ok());
@@ -196,6 +198,7 @@ TEST_F(QuestionProbeTest, BadQuestionSettingsAreRefusedByName) {
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("prefill_end"), std::string_view::npos) << st;
   o.compression.at = CompressAt::kChunk;
+  o.compression.chunk_headroom = 0;  // compress after every chunk
   o.compression.chunk_scoring = ChunkScoring::kWindow;
   EXPECT_EQ(ValidateCompressionSettings(o.compression, model_->config.n_layers).code(),
             absl::StatusCode::kInvalidArgument);
@@ -275,6 +278,7 @@ TEST(QuestionProbeSmolLm2, KeepsTheNeedleThatWindowScoringDrops) {
   ASSERT_TRUE(at_end.ok()) << at_end.status();
   ASSERT_EQ(at_end->value, 1.0) << "prefill_end said '" << eval.last_answer() << "'";
   kv.at = CompressAt::kChunk;
+  kv.chunk_headroom = 0;  // compress after every chunk
   kv.chunk_scoring = ChunkScoring::kWindow;
   auto window = eval.Score(kv);
   ASSERT_TRUE(window.ok()) << window.status();

@@ -98,6 +98,7 @@ TEST_F(SequenceCompressorTest, CriticalKvWithCachedValueNormsSelectsAsIfRecomput
   kv.budget = 24;
   kv.window = window;
   kv.at = CompressAt::kChunk;
+  kv.chunk_headroom = 0;  // compress after every chunk
   auto run = [&](bool cached) {
     auto comp = *SequenceCompressor::Create(*model_, kv, prompt_len, steps, ps, chunk);
     PagePool pool({comp->PeakPages(), ps, c.n_kv_heads, c.head_dim});
@@ -151,6 +152,7 @@ TEST_F(SequenceCompressorTest, ChunkModeBoundsThePeakBelowPrefillEnd) {
   kv.window = 16;
   const GenerationResult at_end = Run(prompt, kv, 8, 64, 16);
   kv.at = CompressAt::kChunk;
+  kv.chunk_headroom = 0;  // compress after every chunk
   const GenerationResult chunked = Run(prompt, kv, 8, 64, 16);
   const GenerationResult full = Run(prompt, {}, 8, 64, 16);
   // Full: 38 pages per layer; prefill_end peaks the same; chunk: (60 + 64) slots -> 8 pages.
@@ -197,6 +199,7 @@ TEST_F(SequenceCompressorTest, SchedulerAdmitsMoreCompressedRequestsAndReportsUs
     r.kv.budget = 0.1;
     r.kv.window = 16;
     r.kv.compress_at = CompressAt::kChunk;
+    r.kv.chunk_headroom = 0;  // compress after every chunk
     out.push_back(std::make_shared<Collected>());
     r.sink = CollectInto(out.back());
     ASSERT_TRUE(sched.Submit(std::move(r)).ok());

@@ -71,6 +71,7 @@ TEST_F(CacheEvaluatorTest, ChunkModePrefillsAgainCompressingAsItGoes) {
     // it binds at 1.0): the re-prefill is the same computation as the full one.
     CompressionSettings chunk = Settings(policy, 1000);
     chunk.at = CompressAt::kChunk;
+    chunk.chunk_headroom = 0;  // compress after every chunk
     auto unbound = eval_->Score(chunk);
     ASSERT_TRUE(unbound.ok()) << unbound.status();
     EXPECT_EQ(unbound->value, 0.0) << policy;
@@ -155,6 +156,7 @@ TEST_F(CacheEvaluatorTest, AnswerNllGapIsZeroForTheFullCacheAndTheKvPeakFollowsT
   EXPECT_EQ(a->value, b->value);
   // prefill_end holds the whole context at its peak; chunk mode about the budget and a chunk.
   tight.at = CompressAt::kChunk;
+  tight.chunk_headroom = 0;  // compress after every chunk
   auto chunked = eval_->Score(tight);
   ASSERT_TRUE(chunked.ok()) << chunked.status();
   EXPECT_EQ(a->peak_kv_bytes, full->peak_kv_bytes);
