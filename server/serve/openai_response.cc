@@ -24,14 +24,14 @@ std::string DumpJson(const json& j) { return j.dump(-1, ' ', false, json::error_
 
 OpenAiFormatter::OpenAiFormatter(const OpenAiRequest& request, const Tokenizer& tokenizer, std::string model,
                                  std::string id, int64_t created, std::vector<int64_t> prompt_tokens,
-                                 std::vector<std::string> echo_text)
+                                 std::vector<EchoedPrompt> echo)
     : request_(request), tokenizer_(tokenizer), model_(std::move(model)), id_(std::move(id)), created_(created),
-      prompt_tokens_(std::move(prompt_tokens)), echo_text_(std::move(echo_text)) {
+      prompt_tokens_(std::move(prompt_tokens)), echo_(std::move(echo)) {
   const int64_t choices = request_.prompts * request_.n;
   text_offset_.assign(choices, 0);
   finals_.resize(choices);
   if (request_.echo) {
-    for (int64_t i = 0; i < choices; ++i) text_offset_[i] = static_cast<int64_t>(echo_text_[PromptOf(i)].size());
+    for (int64_t i = 0; i < choices; ++i) text_offset_[i] = static_cast<int64_t>(echo_[PromptOf(i)].text.size());
   }
 }
 
@@ -41,7 +41,9 @@ json OpenAiFormatter::Envelope(bool chunk) const {
   return json{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
 }
 
-json OpenAiFormatter::Logprobs(int64_t index, const std::vector<TokenLogprob>& lps) {
+json OpenAiFormatter::Logprobs(const ChoiceOutput& out) {
+  const int64_t index = out.index;
+  const std::vector<TokenLogprob>& lps = out.logprobs;
   const int32_t top_n = request_.top_logprobs;
   if (top_n < 0) return nullptr;
   if (request_.endpoint == OpenAiEndpoint::kChatCompletions) {
@@ -66,17 +68,44 @@ json OpenAiFormatter::Logprobs(int64_t index, const std::vector<TokenLogprob>& l
   // Completions: parallel arrays, and text_offset, the byte offset of each token in the
   // choice's text (echo included).
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-  for (const TokenLogprob& t : lps) {
-    const std::string piece = tokenizer_.TokenBytes(t.token);
-    tokens.push_back(utf8::Sanitize(piece));
-    token_logprobs.push_back(t.logprob);
-    json alternatives = json::object();
-    for (size_t k = 0; k < t.top.size() && static_cast<int32_t>(k) < top_n; ++k) {
-      alternatives[utf8::Sanitize(tokenizer_.TokenBytes(t.top[k].first))] = t.top[k].second;
+  auto add = [&](int32_t token, json logprob, json alternatives, int64_t offset) {
+    tokens.push_back(utf8::Sanitize(tokenizer_.TokenBytes(token)));
+    token_logprobs.push_back(std::move(logprob));
+    top.push_back(std::move(alternatives));
+    offsets.push_back(offset);
+  };
+  auto alternatives = [&](const auto& pairs, auto id_of, auto logprob_of) {
+    json a = json::object();
+    for (int k = 0; k < static_cast<int>(pairs.size()) && k < top_n; ++k) {
+      a[utf8::Sanitize(tokenizer_.TokenBytes(id_of(pairs[k])))] = logprob_of(pairs[k]);
     }
-    top.push_back(alternatives);
-    offsets.push_back(text_offset_[index]);
-    text_offset_[index] += static_cast<int64_t>(piece.size());
+    return a;
+  };
+  // Echo: the prompt's tokens first, scored by the engine (a unary response: a stream with
+  // both is refused); the first token has nothing before it, so its logprob is null.
+  if (request_.echo && out.final) {
+    const EchoedPrompt& prompt = echo_[PromptOf(index)];
+    const auto& scored = out.final->prompt_logprobs();
+    int64_t offset = 0;
+    for (size_t i = 0; i < prompt.tokens.size(); ++i) {
+      if (i == 0 || i > static_cast<size_t>(scored.size())) {
+        add(prompt.tokens[i], nullptr, nullptr, offset);
+      } else {
+        const v1::TokenLogprobs& t = scored[static_cast<int>(i - 1)];
+        add(prompt.tokens[i], t.logprob(),
+            alternatives(t.top(), [](const v1::TopLogprob& x) { return x.token_id(); },
+                         [](const v1::TopLogprob& x) { return x.logprob(); }),
+            offset);
+      }
+      offset += static_cast<int64_t>(tokenizer_.TokenBytes(prompt.tokens[i]).size());
+    }
+  }
+  for (const TokenLogprob& t : lps) {
+    add(t.token, t.logprob,
+        alternatives(t.top, [](const std::pair<int32_t, float>& x) { return x.first; },
+                     [](const std::pair<int32_t, float>& x) { return x.second; }),
+        text_offset_[index]);
+    text_offset_[index] += static_cast<int64_t>(tokenizer_.TokenBytes(t.token).size());
   }
   return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
@@ -93,7 +122,7 @@ json OpenAiFormatter::Choice(const ChoiceOutput& out, bool chunk) {
   } else {
     c["text"] = out.text;
   }
-  c["logprobs"] = Logprobs(out.index, out.logprobs);
+  c["logprobs"] = Logprobs(out);
   c["finish_reason"] = nullptr;
   if (out.final) {
     finals_[out.index] = *out.final;
@@ -131,7 +160,7 @@ json OpenAiFormatter::Unary(const std::vector<ChoiceOutput>& choices) {
   for (const ChoiceOutput& c : choices) {
     if (request_.echo) {
       ChoiceOutput echoed = c;
-      echoed.text = echo_text_[PromptOf(c.index)] + c.text;
+      echoed.text = echo_[PromptOf(c.index)].text + c.text;
       list.push_back(Choice(echoed, false));
     } else {
       list.push_back(Choice(c, false));
@@ -157,7 +186,7 @@ std::string OpenAiFormatter::StreamStart() {
     if (chat) {
       c["delta"] = json{{"role", "assistant"}, {"content", ""}};
     } else {
-      c["text"] = echo_text_[PromptOf(i)];
+      c["text"] = echo_[PromptOf(i)].text;
     }
     e["choices"] = json::array({c});
     if (request_.include_usage) e["usage"] = nullptr;
