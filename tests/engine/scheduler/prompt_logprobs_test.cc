@@ -58,6 +58,15 @@ class PromptLogprobsTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) p.push_back(3 + (i * 37 + salt * 11) % 400);
     return p;
   }
+  // A greedy request of Prompt(prompt_len, salt) that ignores EOS, collected into `out`.
+  EngineRequest Greedy(int prompt_len, int salt, int32_t max_new, std::shared_ptr<Collected> out) const {
+    EngineRequest r;
+    r.prompt = Prompt(prompt_len, salt);
+    r.max_new_tokens = max_new;
+    r.ignore_eos = true;
+    r.sink = CollectInto(std::move(out));
+    return r;
+  }
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -75,12 +84,7 @@ TEST_F(PromptLogprobsTest, EveryPromptTokenMatchesAOneTokenAtATimeReference) {
   PagePool pool({400, 16, model_->config.n_kv_heads, model_->config.head_dim});
   Scheduler sched(*model_, *tokenizer_, *backend_, pool, config);
   auto other = std::make_shared<Collected>();
-  EngineRequest a;
-  a.prompt = Prompt(5, 2);
-  a.max_new_tokens = 10;
-  a.ignore_eos = true;
-  a.sink = CollectInto(other);
-  ASSERT_TRUE(sched.Submit(std::move(a)).ok());
+  ASSERT_TRUE(sched.Submit(Greedy(5, 2, 10, other)).ok());
   ASSERT_TRUE(sched.StepAndDeliver().ok());
 
   constexpr int32_t kTop = 3;
@@ -127,12 +131,8 @@ TEST_F(PromptLogprobsTest, ScoringLeavesTheSampledOutputAlone) {
     config.prefill_chunk = 8;
     Scheduler sched(*model_, *tokenizer_, *backend_, pool, config);
     auto out = std::make_shared<Collected>();
-    EngineRequest r;
-    r.prompt = Prompt(30, 3);
-    r.max_new_tokens = 12;
-    r.ignore_eos = true;
+    EngineRequest r = Greedy(30, 3, 12, out);
     if (score) r.prompt_logprobs = 0;
-    r.sink = CollectInto(out);
     ASSERT_TRUE(sched.Submit(std::move(r)).ok());
     while (!sched.idle()) ASSERT_TRUE(sched.StepAndDeliver().ok());
     outputs.push_back(out->tokens);
