@@ -297,6 +297,14 @@ absl::Status Scheduler::Step() {
     decode_credit_s_ += chunk_free ? -dt : dt * config_.decode_share / (1.0 - config_.decode_share);
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->done; });
+  // A scored prompt's steps held every row's logits (a chunk x vocab floats); give that back
+  // once no prompt is being scored, rather than keep it for the server's life.
+  const bool scoring = std::any_of(running_.begin(), running_.end(),
+                                   [](auto& s) { return s->prefilling() && s->request.prompt_logprobs; });
+  if (!scoring && logits_.capacity() > 2 * (running_.size() + 1) * static_cast<size_t>(model_.config.vocab_size)) {
+    logits_.clear();
+    logits_.shrink_to_fit();
+  }
   Admit();
   return st;
 }
