@@ -1,7 +1,9 @@
 // Prompt scoring: each prompt token's logprob, computed from every row of the prefill chunks,
 // equals the log-softmax of a reference that feeds the prompt one token per forward step;
 // the request ends after the prompt with max_new_tokens 0, and the sampled output does not
-// change when a request asks for the scores.
+// change when a request asks for the scores. With chunk-mode compression the first chunk's
+// scores are the full cache's and a question probe's rows are never taken for prompt tokens;
+// a device pool refuses scoring.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -11,6 +13,7 @@
 #include "engine/scheduler/scheduler.h"
 #include "tests/engine/scheduler/scheduler_test_util.h"
 #include "tests/engine/tiny_model.h"
+#include "tests/kernels/host_as_device_backend.h"
 
 namespace kvserve {
 namespace {
@@ -177,6 +180,55 @@ TEST_F(PromptLogprobsTest, BadValuesAreRefusedNamingTheField) {
   h = sched.Submit(negative);
   EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(h.status().message().find("prompt_logprobs must be in [0, "), std::string::npos) << h.status();
+}
+
+TEST_F(PromptLogprobsTest, ChunkCompressionScoresWhatThePrefillSaw) {
+  const std::vector<int32_t> prompt = Prompt(60, 6);
+  const Reference ref = OneTokenAtATime(*model_, *backend_, prompt);
+  PagePool pool({400, 8, model_->config.n_kv_heads, model_->config.head_dim});
+  SchedulerConfig config;
+  config.prefill_chunk = 16;
+  Scheduler sched(*model_, *tokenizer_, *backend_, pool, config);
+  std::vector<TokenLogprob> got;
+  EngineRequest r;
+  r.prompt = prompt;
+  r.max_new_tokens = 2;
+  r.prompt_logprobs = 0;
+  r.kv.policy = "snapkv";
+  r.kv.budget = 12;
+  r.kv.window = 4;
+  r.kv.compress_at = CompressAt::kChunk;  // the default chunk scoring probes with the question
+  r.sink = [&](const StreamEvent& e) {
+    EXPECT_TRUE(e.status.ok()) << e.status;
+    if (!e.prompt_logprobs.empty()) got = e.prompt_logprobs;
+  };
+  ASSERT_TRUE(sched.Submit(std::move(r)).ok());
+  while (!sched.idle()) ASSERT_TRUE(sched.StepAndDeliver().ok());
+  ASSERT_EQ(got.size(), prompt.size() - 1);
+  double later_gap = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].token, prompt[i + 1]);
+    EXPECT_LE(got[i].logprob, 0.0f);
+    if (i + 1 < 16) {
+      EXPECT_NEAR(got[i].logprob, ref.logprob[i], 1e-4) << "the first chunk saw the full cache; token " << i + 1;
+    } else {
+      later_gap = std::max(later_gap, std::fabs(got[i].logprob - ref.logprob[i]));
+    }
+  }
+  EXPECT_GT(later_gap, 1e-3) << "later chunks saw a cache of 12 entries per layer, not the full one";
+}
+
+TEST_F(PromptLogprobsTest, ADevicePoolRefusesScoringNamingTheField) {
+  HostAsDeviceBackend device;
+  PagePool pool({100, 16, model_->config.n_kv_heads, model_->config.head_dim}, &device);
+  ASSERT_FALSE(pool.host_memory());
+  Scheduler sched(*model_, *tokenizer_, device, pool, SchedulerConfig{});
+  EngineRequest r = Greedy(10, 7, 2, std::make_shared<Collected>());
+  r.prompt_logprobs = 1;
+  absl::StatusOr<RequestHandle> h = sched.Submit(std::move(r));
+  EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(h.status().message().find("prompt_logprobs (gRPC logprobs.prompt_logprobs"), std::string::npos)
+      << h.status();
 }
 
 }  // namespace
