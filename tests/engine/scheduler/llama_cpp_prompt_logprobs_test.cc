@@ -14,6 +14,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine/scheduler/scheduler_test_util.h"
 #include "tests/test_paths.h"
 
 namespace kvserve {
@@ -43,17 +44,11 @@ TEST(LlamaCppGolden, PromptLogprobsMatchLlamaCpp) {
     SchedulerConfig config;
     config.prefill_chunk = 256;
     Scheduler sched(*model, *tokenizer, *backend, pool, config);
-    std::vector<TokenLogprob> got;
     EngineRequest r;
     r.prompt = prompt;
     r.max_new_tokens = 0;
     r.prompt_logprobs = 1;
-    r.sink = [&](const StreamEvent& e) {
-      EXPECT_TRUE(e.status.ok()) << e.status;
-      if (!e.prompt_logprobs.empty()) got = e.prompt_logprobs;
-    };
-    ASSERT_TRUE(sched.Submit(std::move(r)).ok());
-    while (!sched.idle()) ASSERT_TRUE(sched.StepAndDeliver().ok());
+    const std::vector<TokenLogprob> got = ScorePrompt(sched, std::move(r));
     ASSERT_EQ(got.size(), ref.size());
     for (size_t i = 0; i < got.size(); ++i) {
       diffs.push_back(std::fabs(got[i].logprob - ref[i]));

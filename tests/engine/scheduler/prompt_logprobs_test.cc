@@ -189,7 +189,6 @@ TEST_F(PromptLogprobsTest, ChunkCompressionScoresWhatThePrefillSaw) {
   SchedulerConfig config;
   config.prefill_chunk = 16;
   Scheduler sched(*model_, *tokenizer_, *backend_, pool, config);
-  std::vector<TokenLogprob> got;
   EngineRequest r;
   r.prompt = prompt;
   r.max_new_tokens = 2;
@@ -198,12 +197,7 @@ TEST_F(PromptLogprobsTest, ChunkCompressionScoresWhatThePrefillSaw) {
   r.kv.budget = 12;
   r.kv.window = 4;
   r.kv.compress_at = CompressAt::kChunk;  // the default chunk scoring probes with the question
-  r.sink = [&](const StreamEvent& e) {
-    EXPECT_TRUE(e.status.ok()) << e.status;
-    if (!e.prompt_logprobs.empty()) got = e.prompt_logprobs;
-  };
-  ASSERT_TRUE(sched.Submit(std::move(r)).ok());
-  while (!sched.idle()) ASSERT_TRUE(sched.StepAndDeliver().ok());
+  const std::vector<TokenLogprob> got = ScorePrompt(sched, std::move(r));
   ASSERT_EQ(got.size(), prompt.size() - 1);
   double later_gap = 0;
   for (size_t i = 0; i < got.size(); ++i) {
