@@ -25,8 +25,10 @@ struct ChoiceOutput {
   std::vector<int32_t> tokens;
   std::string text;
   std::vector<TokenLogprob> logprobs;  // one per token when logprobs were asked for
-  // Set once, when the choice ends: finish reason, error, usage, prompt logprobs (no token
-  // ids or text: those came in the pieces before).
+  // With prompt logprobs: one per prompt token after the first, in the choice's first piece.
+  std::vector<TokenLogprob> prompt_logprobs;
+  // Set once, when the choice ends: finish reason, error, usage (no token ids, text or
+  // logprobs: those came in the pieces before).
   std::optional<v1::Completion> final;
 
   bool empty() const { return tokens.empty() && text.empty() && !final; }

@@ -212,10 +212,6 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, OpenAiEndpoin
   } else {
     if (auto v = b.Int("logprobs", 0, kMaxTopLogprobs)) r.top_logprobs = static_cast<int32_t>(*v);
     r.echo = b.Bool("echo").value_or(false);
-    if (r.echo && r.top_logprobs >= 0 && r.stream) {
-      return Unsupported("echo with logprobs is not supported with stream: true (the prompt's logprobs come in the "
-                         "whole response)");
-    }
     // Echo with logprobs scores the prompt, and echo lets max_tokens be 0: the prompt alone, as
     // lm-eval's loglikelihood asks (then scored too, which the engine needs to run a request
     // that generates nothing).

@@ -36,7 +36,7 @@ struct OpenAiRequest {
 
 // Checks types and OpenAI-only rules; value ranges the gRPC API also has are left to
 // BuildEngineRequests. `max_choices` is --max-prompts-per-call. Known fields kvserve cannot
-// honour (suffix, logit_bias, tools, echo with logprobs in a stream, ...) are UNIMPLEMENTED naming the
+// honour (suffix, logit_bias, tools, ...) are UNIMPLEMENTED naming the
 // field; unknown fields are ignored, as OpenAI and vLLM do.
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const nlohmann::json& body, OpenAiEndpoint endpoint,
                                                  int64_t max_choices);

@@ -33,6 +33,7 @@ OpenAiFormatter::OpenAiFormatter(const OpenAiRequest& request, const Tokenizer& 
   if (request_.echo) {
     for (int64_t i = 0; i < choices; ++i) text_offset_[i] = static_cast<int64_t>(echo_[PromptOf(i)].text.size());
   }
+  echo_due_.assign(choices, request_.echo);
 }
 
 json OpenAiFormatter::Envelope(bool chunk) const {
@@ -41,7 +42,7 @@ json OpenAiFormatter::Envelope(bool chunk) const {
   return json{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
 }
 
-json OpenAiFormatter::Logprobs(const ChoiceOutput& out) {
+json OpenAiFormatter::Logprobs(const ChoiceOutput& out, bool with_echo) {
   const int64_t index = out.index;
   const std::vector<TokenLogprob>& lps = out.logprobs;
   const int32_t top_n = request_.top_logprobs;
@@ -74,37 +75,30 @@ json OpenAiFormatter::Logprobs(const ChoiceOutput& out) {
     top.push_back(std::move(alternatives));
     offsets.push_back(offset);
   };
-  auto alternatives = [&](const auto& pairs, auto id_of, auto logprob_of) {
+  auto alternatives = [&](const TokenLogprob& t) {
     json a = json::object();
-    for (int k = 0; k < static_cast<int>(pairs.size()) && k < top_n; ++k) {
-      a[utf8::Sanitize(tokenizer_.TokenBytes(id_of(pairs[k])))] = logprob_of(pairs[k]);
+    for (size_t k = 0; k < t.top.size() && static_cast<int32_t>(k) < top_n; ++k) {
+      a[utf8::Sanitize(tokenizer_.TokenBytes(t.top[k].first))] = t.top[k].second;
     }
     return a;
   };
-  // Echo: the prompt's tokens first, scored by the engine (a unary response: a stream with
-  // both is refused); the first token has nothing before it, so its logprob is null.
-  if (request_.echo && out.final) {
+  // Echo: the prompt's tokens first, as the engine scored them, in the choice's first piece;
+  // the first token has nothing before it, so its logprob is null.
+  if (with_echo) {
     const EchoedPrompt& prompt = echo_[PromptOf(index)];
-    const auto& scored = out.final->prompt_logprobs();
     int64_t offset = 0;
     for (size_t i = 0; i < prompt.tokens.size(); ++i) {
-      if (i == 0 || i > static_cast<size_t>(scored.size())) {
+      if (i == 0 || i > out.prompt_logprobs.size()) {
         add(prompt.tokens[i], nullptr, nullptr, offset);
       } else {
-        const v1::TokenLogprobs& t = scored[static_cast<int>(i - 1)];
-        add(prompt.tokens[i], t.logprob(),
-            alternatives(t.top(), [](const v1::TopLogprob& x) { return x.token_id(); },
-                         [](const v1::TopLogprob& x) { return x.logprob(); }),
-            offset);
+        const TokenLogprob& t = out.prompt_logprobs[i - 1];
+        add(t.token, t.logprob, alternatives(t), offset);
       }
       offset += static_cast<int64_t>(tokenizer_.TokenBytes(prompt.tokens[i]).size());
     }
   }
   for (const TokenLogprob& t : lps) {
-    add(t.token, t.logprob,
-        alternatives(t.top, [](const std::pair<int32_t, float>& x) { return x.first; },
-                     [](const std::pair<int32_t, float>& x) { return x.second; }),
-        text_offset_[index]);
+    add(t.token, t.logprob, alternatives(t), text_offset_[index]);
     text_offset_[index] += static_cast<int64_t>(tokenizer_.TokenBytes(t.token).size());
   }
   return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
@@ -119,10 +113,14 @@ json OpenAiFormatter::Choice(const ChoiceOutput& out, bool chunk) {
     } else {
       c["message"] = json{{"role", "assistant"}, {"content", out.text}};
     }
+    c["logprobs"] = Logprobs(out, false);
   } else {
-    c["text"] = out.text;
+    // The echo leads the choice's first piece (unless a stream sent it first, without logprobs).
+    const bool echo = echo_due_[out.index];
+    echo_due_[out.index] = false;
+    c["text"] = echo ? echo_[PromptOf(out.index)].text + out.text : out.text;
+    c["logprobs"] = Logprobs(out, echo);
   }
-  c["logprobs"] = Logprobs(out);
   c["finish_reason"] = nullptr;
   if (out.final) {
     finals_[out.index] = *out.final;
@@ -157,15 +155,7 @@ json OpenAiFormatter::Usage() const {
 json OpenAiFormatter::Unary(const std::vector<ChoiceOutput>& choices) {
   json body = Envelope(/*chunk=*/false);
   json list = json::array();
-  for (const ChoiceOutput& c : choices) {
-    if (request_.echo) {
-      ChoiceOutput echoed = c;
-      echoed.text = echo_[PromptOf(c.index)].text + c.text;
-      list.push_back(Choice(echoed, false));
-    } else {
-      list.push_back(Choice(c, false));
-    }
-  }
+  for (const ChoiceOutput& c : choices) list.push_back(Choice(c, false));
   body["choices"] = list;
   body["usage"] = Usage();
   return body;
@@ -178,7 +168,8 @@ std::string Event(const json& j) { return "data: " + DumpJson(j) + "\n\n"; }
 std::string OpenAiFormatter::StreamStart() {
   const int64_t choices = request_.prompts * request_.n;
   const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
-  if (!chat && !request_.echo) return "";
+  // With logprobs, a completion's echo waits for the prompt's logprobs (its first piece).
+  if (!chat && (!request_.echo || request_.top_logprobs >= 0)) return "";
   std::string out;
   for (int64_t i = 0; i < choices; ++i) {
     json e = Envelope(/*chunk=*/true);
@@ -187,6 +178,7 @@ std::string OpenAiFormatter::StreamStart() {
       c["delta"] = json{{"role", "assistant"}, {"content", ""}};
     } else {
       c["text"] = echo_[PromptOf(i)].text;
+      echo_due_[i] = false;
     }
     e["choices"] = json::array({c});
     if (request_.include_usage) e["usage"] = nullptr;

@@ -225,6 +225,35 @@ TEST(HttpApiTest, EchoWithLogprobsScoresThePromptThenTheGeneratedTokens) {
   EXPECT_NEAR(lp1["token_logprobs"][ids.size()].get<double>(), gen["token_logprobs"][0].get<double>(), 1e-5);
   EXPECT_EQ(lp1["text_offset"][ids.size()], pieces.size());
 
+  // Streamed: the first chunk starts with the prompt and its logprobs; the pieces add up to
+  // the unary response.
+  const Reply stream = Post(*server, "/v1/completions",
+                            R"({"prompt": )" + prompt + R"(, "max_tokens": 3, "stream": true, )" + common + "}");
+  ASSERT_EQ(stream.status, 200) << stream.body;
+  const Reply whole = Post(*server, "/v1/completions", R"({"prompt": )" + prompt + R"(, "max_tokens": 3, )" + common + "}");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  std::string text;
+  json tokens = json::array(), token_logprobs = json::array();
+  for (size_t pos = 0; (pos = stream.body.find("data: {", pos)) != std::string::npos;) {
+    const size_t end = stream.body.find("\n\n", pos);
+    const json e = json::parse(stream.body.substr(pos + 6, end - pos - 6));
+    pos = end;
+    for (const json& c : e["choices"]) {
+      text += c["text"].get<std::string>();
+      if (!c["logprobs"].is_object()) continue;
+      for (const json& t : c["logprobs"]["tokens"]) tokens.push_back(t);
+      for (const json& t : c["logprobs"]["token_logprobs"]) token_logprobs.push_back(t);
+    }
+  }
+  const json w = whole.Json()["choices"][0];
+  EXPECT_EQ(text, w["text"]);
+  EXPECT_EQ(tokens, w["logprobs"]["tokens"]);
+  ASSERT_EQ(token_logprobs.size(), ids.size() + 3);
+  EXPECT_TRUE(token_logprobs[0].is_null());
+  for (size_t i = 1; i < token_logprobs.size(); ++i) {
+    EXPECT_NEAR(token_logprobs[i].get<double>(), w["logprobs"]["token_logprobs"][i].get<double>(), 1e-5) << i;
+  }
+
   // A batch of token-id prompts: each choice scores its own.
   const Reply batch = Post(*server, "/v1/completions",
                            R"({"prompt": [[5, 17, 100], [42, 7]], "max_tokens": 0, )" + common + "}");
@@ -265,7 +294,6 @@ TEST(HttpApiTest, BadBodiesAre400sAndTheServerKeepsServing) {
       {R"({"prompt": "a", "top_p": 2})", 400, "top_p"},
       {R"({"prompt": "a", "echo": true, "logprobs": 21})", 400, "logprobs"},
       {R"({"prompt": "a", "echo": true, "logprobs": -1})", 400, "logprobs"},
-      {R"({"prompt": "a", "echo": true, "logprobs": 1, "stream": true})", 400, "echo"},
       {R"({"n": 2})", 400, "prompt"},
       {"{\"prompt\": \"" + std::string(70000, 'a') + "\"}", 413, ""},
       {std::string(20000, '[') + std::string(20000, ']'), 400, ""},

@@ -195,7 +195,6 @@ TEST(OpenAiRequest, UnsupportedFieldsAreRefusedByName) {
   };
   const Case cases[] = {
       {R"({"prompt": "a", "suffix": "z"})", "suffix"},
-      {R"({"prompt": "a", "echo": true, "logprobs": 1, "stream": true})", "echo"},
       {R"({"prompt": "a", "logit_bias": {"5": 10}})", "logit_bias"},
       {R"({"prompt": "a", "best_of": 3})", "best_of"},
   };
