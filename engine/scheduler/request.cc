@@ -33,8 +33,9 @@ absl::Status ValidateRequest(const Model& model, const EngineRequest& r, const R
   const int64_t vocab = model.config.vocab_size;
   const int64_t prompt_len = static_cast<int64_t>(r.prompt.size());
   if (r.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
-  if (r.max_new_tokens < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens must be >= 1, got ", r.max_new_tokens));
+  if (r.max_new_tokens < (r.prompt_logprobs ? 0 : 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens must be >= 1 (0 only with prompt_logprobs), got ",
+                                                   r.max_new_tokens));
   }
   if (prompt_len > limits.max_context) {
     return absl::InvalidArgumentError(
@@ -67,6 +68,10 @@ absl::Status ValidateRequest(const Model& model, const EngineRequest& r, const R
   if (r.top_logprobs < 0 || r.top_logprobs > vocab) {
     return absl::InvalidArgumentError(
         absl::StrCat("top_logprobs must be in [0, ", vocab, "], got ", r.top_logprobs));
+  }
+  if (r.prompt_logprobs && (*r.prompt_logprobs < 0 || *r.prompt_logprobs > vocab)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt_logprobs must be in [0, ", vocab, "], got ", *r.prompt_logprobs));
   }
   return absl::OkStatus();
 }

@@ -27,6 +27,15 @@ absl::Status QueueFullError(const std::string& message);
 bool IsQueueFull(const absl::Status& st);
 
 enum class FinishReason { kLength, kEos, kStopSequence, kStopToken };
+
+// One token's log-probability under the model's distribution (log-softmax of the raw
+// logits, before sampling parameters) and the most likely (token, log-probability) pairs,
+// best first.
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
 std::string_view FinishReasonName(FinishReason r);
 
 struct StreamEvent {
@@ -40,6 +49,13 @@ struct StreamEvent {
   // and the top_logprobs most likely (token, log-probability) pairs, best first.
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> top_logprobs;
+  // With EngineRequest::prompt_logprobs, on the first event after the prompt is read (the
+  // first token event, or the final one when no token comes): for each prompt token i >= 1,
+  // its log-probability given tokens 0..i-1 and that position's prompt_logprobs most likely
+  // tokens (token 0 has none, so prompt length - 1 entries). They are what the engine
+  // computed while prefilling: with chunk-mode compression, a later chunk saw the cache
+  // compressed after the earlier ones.
+  std::vector<TokenLogprob> prompt_logprobs;
   // On the final event: what the request's KV cache cost. Filled by the scheduler.
   int64_t kv_tokens_kept = 0;      // KV entries (summed over layers) held at the end
   int64_t kv_entries_evicted = 0;  // KV slots (summed over layers) dropped by compression
@@ -71,6 +87,11 @@ struct EngineRequest {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int32_t top_logprobs = 0;              // > 0: token events carry logprobs (see StreamEvent)
+  // Set: score the prompt (StreamEvent::prompt_logprobs) with this many alternatives per
+  // token. Prefill then computes logits for every prompt position, not only the last (a
+  // chunk's rows x vocab floats for the step, nothing kept beyond the figures). Then
+  // max_new_tokens may be 0: the request ends once the prompt is read (finish reason length).
+  std::optional<int32_t> prompt_logprobs;
   bool keep_logits = false;              // token events carry the raw logits (tests, goldens)
   // KV compression: what the request sets over the server-wide defaults (SchedulerConfig).
   KvSettings kv;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/compress/device_form.h"
@@ -27,6 +28,7 @@ struct Scheduler::Sequence {
   int64_t peak_pages_held = 0;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now(), admitted = submitted;
   int64_t cached = 0;            // tokens of history already in the KV cache
+  std::vector<TokenLogprob> prompt_logprobs;  // scored so far; sent with the first event after the prompt
   bool done = false;
 
   const std::vector<int32_t>& history() const { return tail.history(); }
@@ -90,6 +92,12 @@ absl::StatusOr<PreparedRequest> Scheduler::Prepare(EngineRequest request) const 
   // here, before admission, rather than fail the request after its prefill has run.
   if (!pool_.host_memory()) {
     if (absl::Status st = CheckDeviceForm(kv, backend_.Name()); !st.ok()) return st;
+    // Every prompt row's logits would cross to the host each chunk; no GPU check covers it yet.
+    if (request.prompt_logprobs) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt_logprobs (gRPC logprobs.prompt_logprobs, OpenAI echo with logprobs) is not supported "
+                       "on the ", std::string(backend_.Name()), " backend; run the server with --device cpu"));
+    }
   }
   // Admission reserves the peak: the compressed one when a policy evicts, else the full cache.
   PreparedRequest out;
@@ -199,6 +207,7 @@ bool Scheduler::Compress(Sequence& s, bool prompt_done) {
 
 bool Scheduler::Advance(Sequence& s, absl::Span<const float> logits) {
   std::vector<StreamEvent> events = s.tail.Next(logits);
+  if (!s.prompt_logprobs.empty()) events.front().prompt_logprobs = std::exchange(s.prompt_logprobs, {});
   const bool finished = !events.empty() && events.back().finished;
   if (finished) FillUsage(s, &events.back());
   for (StreamEvent& e : events) deliveries_.push_back({s.sink, std::move(e)});
@@ -247,7 +256,8 @@ absl::Status Scheduler::Step() {
     // A compressor's step may carry a probe of the question after the chunk (chunk mode).
     const SequenceCompressor::PrefillStep chunk =
         SequenceCompressor::NextPrefillOf(s->compressor.get(), prompt, s->cached, cap, s->kv);
-    batch.push_back({chunk.tokens, s->cached, &s->kv, false, Window(*s), chunk.probe_tokens, chunk.probe_start_pos});
+    const bool score = s->request.prompt_logprobs.has_value();  // every row's logits, not just the last
+    batch.push_back({chunk.tokens, s->cached, &s->kv, score, Window(*s), chunk.probe_tokens, chunk.probe_start_pos});
     members.push_back(s.get());
     prompt_tokens.push_back(chunk.prompt_tokens);
     const int64_t ran = static_cast<int64_t>(chunk.tokens.size());
@@ -261,8 +271,17 @@ absl::Status Scheduler::Step() {
     for (Sequence* s : members) Fail(*s, st);
   } else {
     const int64_t vocab = model_.config.vocab_size;
+    size_t row = 0;  // the member's first logits row (all_logits: one per token of its step)
     for (size_t i = 0; i < members.size(); ++i) {
       Sequence& s = *members[i];
+      const size_t rows = batch[i].all_logits ? batch[i].tokens.size() : 1;
+      const absl::Span<const float> step_logits = absl::MakeConstSpan(logits_).subspan(row * vocab, rows * vocab);
+      row += rows;
+      if (batch[i].all_logits) {  // the chunk's rows predict prompt tokens cached+1 ..; a probe's rows come after
+        const int64_t scored = std::min(prompt_tokens[i], s.prompt_len() - 1 - s.cached);
+        AppendPromptLogprobs(step_logits, vocab, absl::MakeConstSpan(s.request.prompt).subspan(s.cached + 1, scored),
+                             *s.request.prompt_logprobs, &s.prompt_logprobs);
+      }
       s.cached += prompt_tokens[i];
       s.peak_pages_held = std::max(s.peak_pages_held, s.kv.pages_held());
       // A prefill chunk that ends inside the prompt has nothing to sample yet.
@@ -270,7 +289,7 @@ absl::Status Scheduler::Step() {
         Compress(s, false);
         continue;
       }
-      if (!Advance(s, absl::MakeConstSpan(logits_).subspan(i * vocab, vocab))) Compress(s, true);
+      if (!Advance(s, step_logits.last(vocab))) Compress(s, true);
     }
   }
   if (shared) {  // the step's whole time, with sampling and compression
@@ -278,6 +297,14 @@ absl::Status Scheduler::Step() {
     decode_credit_s_ += chunk_free ? -dt : dt * config_.decode_share / (1.0 - config_.decode_share);
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->done; });
+  // A scored prompt's steps held every row's logits (a chunk x vocab floats); give that back
+  // once no prompt is being scored, rather than keep it for the server's life.
+  const bool scoring = std::any_of(running_.begin(), running_.end(),
+                                   [](auto& s) { return s->prefilling() && s->request.prompt_logprobs; });
+  if (!scoring && logits_.capacity() > 2 * (running_.size() + 1) * static_cast<size_t>(model_.config.vocab_size)) {
+    logits_.clear();
+    logits_.shrink_to_fit();
+  }
   Admit();
   return st;
 }

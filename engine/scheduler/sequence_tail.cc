@@ -5,21 +5,39 @@
 
 namespace kvserve {
 
-void TokenLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n, StreamEvent* e) {
-  double mx = logits[0];
-  for (float x : logits) mx = std::max(mx, static_cast<double>(x));
+TokenLogprob LogprobOf(absl::Span<const float> logits, int32_t token, int32_t top_n) {
+  float mx = logits[0];
+  for (float x : logits) mx = std::max(mx, x);
   double sum = 0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+  for (float x : logits) sum += std::exp(x - mx);
   const double lse = mx + std::log(sum);
-  e->logprob = static_cast<float>(logits[token] - lse);
-  const int32_t n = std::min<int32_t>(top_n, static_cast<int32_t>(logits.size()));
-  std::vector<int32_t> ids(logits.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  e->top_logprobs.clear();
-  for (int32_t i = 0; i < n; ++i) e->top_logprobs.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - lse));
+  TokenLogprob out{token, static_cast<float>(logits[token] - lse), {}};
+  // The best n ids in a short sorted list (ties to the lower id): one pass over the vocabulary,
+  // no copy of it, since prompt scoring runs this for every prompt row.
+  const size_t n = static_cast<size_t>(std::clamp<int64_t>(top_n, 0, static_cast<int64_t>(logits.size())));
+  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::vector<int32_t> best;
+  best.reserve(n + 1);
+  for (int32_t i = 0; n > 0 && i < static_cast<int32_t>(logits.size()); ++i) {
+    if (best.size() == n && !better(i, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), i, better), i);
+    if (best.size() > n) best.pop_back();
+  }
+  for (int32_t id : best) out.top.emplace_back(id, static_cast<float>(logits[id] - lse));
+  return out;
+}
+
+void TokenLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n, StreamEvent* e) {
+  TokenLogprob lp = LogprobOf(logits, token, top_n);
+  e->logprob = lp.logprob;
+  e->top_logprobs = std::move(lp.top);
+}
+
+void AppendPromptLogprobs(absl::Span<const float> rows, int64_t vocab, absl::Span<const int32_t> next_tokens,
+                          int32_t top_n, std::vector<TokenLogprob>* out) {
+  for (size_t j = 0; j < next_tokens.size(); ++j) {
+    out->push_back(LogprobOf(rows.subspan(j * vocab, vocab), next_tokens[j], top_n));
+  }
 }
 
 SequenceTail::SequenceTail(const EngineRequest& r, const Tokenizer& tokenizer)
@@ -53,6 +71,10 @@ StreamEvent SequenceTail::FinalEvent(FinishReason reason, bool flush) {
 
 std::vector<StreamEvent> SequenceTail::Next(absl::Span<const float> logits) {
   std::vector<StreamEvent> events;
+  if (request_.max_new_tokens == 0) {  // a prompt only scored: nothing to sample
+    events.push_back(FinalEvent(FinishReason::kLength, true));
+    return events;
+  }
   const int32_t id = sampler_.Sample(logits, history_);
   if (!request_.ignore_eos && tokenizer_.IsEndOfGeneration(id)) {
     events.push_back(FinalEvent(FinishReason::kEos, true));

@@ -15,8 +15,14 @@
 
 namespace kvserve {
 
+// `token`'s log-probability and the top_n best (ties to the lower id) from one row of raw logits.
+TokenLogprob LogprobOf(absl::Span<const float> logits, int32_t token, int32_t top_n);
 // Fills e->logprob and e->top_logprobs (top_n best) from one row of raw logits.
 void TokenLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n, StreamEvent* e);
+// Prompt scoring: row j of `rows` ([next_tokens.size() or more, vocab]) is the prediction
+// after some prompt position p + j; appends next_tokens[j]'s (the token at p + j + 1) logprob.
+void AppendPromptLogprobs(absl::Span<const float> rows, int64_t vocab, absl::Span<const int32_t> next_tokens,
+                          int32_t top_n, std::vector<TokenLogprob>* out);
 
 class SequenceTail {
  public:

@@ -31,16 +31,27 @@ v1::FinishReason ToProtoFinishReason(FinishReason r) {
   return v1::FINISH_REASON_ERROR;
 }
 
-bool ToProtoLogprobs(const StreamEvent& e, v1::TokenLogprobs* out) {
-  if (e.token < 0 || e.top_logprobs.empty()) return false;
-  out->set_token_id(e.token);
-  out->set_logprob(e.logprob);
-  for (const auto& [id, lp] : e.top_logprobs) {
+namespace {
+void FillProtoLogprobs(int32_t token, float logprob, const std::vector<std::pair<int32_t, float>>& top,
+                       v1::TokenLogprobs* out) {
+  out->set_token_id(token);
+  out->set_logprob(logprob);
+  for (const auto& [id, lp] : top) {
     v1::TopLogprob* t = out->add_top();
     t->set_token_id(id);
     t->set_logprob(lp);
   }
+}
+}  // namespace
+
+bool ToProtoLogprobs(const StreamEvent& e, v1::TokenLogprobs* out) {
+  if (e.token < 0 || e.top_logprobs.empty()) return false;
+  FillProtoLogprobs(e.token, e.logprob, e.top_logprobs, out);
   return true;
+}
+
+void PromptRun::KeepPromptLogprobs(const StreamEvent& e) {
+  for (const TokenLogprob& lp : e.prompt_logprobs) FillProtoLogprobs(lp.token, lp.logprob, lp.top, &prompt_logprobs_.emplace_back());
 }
 
 PromptRun::PromptRun(Clock::time_point arrival, int64_t prompt_tokens, std::string kv_policy, int64_t n_layers)
@@ -48,6 +59,7 @@ PromptRun::PromptRun(Clock::time_point arrival, int64_t prompt_tokens, std::stri
       n_layers_(n_layers) {}
 
 void PromptRun::OnToken(const StreamEvent& e) {
+  KeepPromptLogprobs(e);
   if (e.token >= 0) {
     last_token_ = Clock::now();
     if (tokens_.empty()) first_token_ = last_token_;
@@ -61,6 +73,9 @@ void PromptRun::OnToken(const StreamEvent& e) {
 void PromptRun::Finish(const StreamEvent& e, bool with_output, ServerMetrics& metrics, v1::Completion* out) {
   finished_ = true;
   const Clock::time_point end = Clock::now();
+  KeepPromptLogprobs(e);
+  for (v1::TokenLogprobs& lp : prompt_logprobs_) *out->add_prompt_logprobs() = std::move(lp);
+  prompt_logprobs_.clear();
   text_ += e.text;
   v1::FinishReason reason = ToProtoFinishReason(e.finish_reason);
   if (!e.status.ok()) {

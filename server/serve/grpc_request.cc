@@ -148,12 +148,19 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
   if (req.logprobs().top_logprobs() > kMaxTopLogprobs) {
     return Bad("logprobs.top_logprobs must be in [0, ", kMaxTopLogprobs, "], got ", req.logprobs().top_logprobs());
   }
+  const bool score_prompt = req.logprobs().has_prompt_logprobs();
+  if (req.logprobs().prompt_logprobs() > kMaxTopLogprobs) {
+    return Bad("logprobs.prompt_logprobs must be in [0, ", kMaxTopLogprobs, "], got ", req.logprobs().prompt_logprobs());
+  }
   absl::StatusOr<SamplingParams> sampling = Sampling(ctx, req.sampling());
   if (!sampling.ok()) return sampling.status();
 
   const v1::StoppingCriteria& stop = req.stopping();
   if (stop.has_max_new_tokens()) {
-    if (stop.max_new_tokens() < 1) return Bad("stopping.max_new_tokens must be >= 1, got ", stop.max_new_tokens());
+    if (stop.max_new_tokens() < 1 && !score_prompt) {
+      return Bad("stopping.max_new_tokens must be >= 1 (0 only with logprobs.prompt_logprobs), got ",
+                 stop.max_new_tokens());
+    }
     if (stop.max_new_tokens() > ctx.max_new_tokens_limit) {
       return Bad("stopping.max_new_tokens = ", stop.max_new_tokens(), " is above the limit ", ctx.max_new_tokens_limit,
                  " (--max-new-tokens-limit)");
@@ -202,6 +209,7 @@ absl::StatusOr<std::vector<EngineRequest>> BuildEngineRequests(const ServeContex
     r.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
     r.ignore_eos = stop.ignore_eos();
     r.top_logprobs = static_cast<int32_t>(req.logprobs().top_logprobs());
+    if (score_prompt) r.prompt_logprobs = static_cast<int32_t>(req.logprobs().prompt_logprobs());
     r.kv = *kv;
     out.push_back(std::move(r));
   }

@@ -88,16 +88,13 @@ void HttpApiServer::Generate(const httplib::Request& req, httplib::Response& res
   const uint64_t seed = r.seed.value_or(RandomU64());
   std::vector<EngineRequest> choices;
   std::vector<int64_t> prompt_tokens;
-  std::vector<std::string> echo_text;
+  std::vector<EchoedPrompt> echo;
   for (int64_t p = 0; p < r.prompts; ++p) {
     const EngineRequest& base = (*built)[p];
     prompt_tokens.push_back(static_cast<int64_t>(base.prompt.size()));
     if (r.echo) {
       const v1::Prompt& given = r.proto.prompts(static_cast<int>(p));
-      echo_text.push_back(given.token_ids_size() > 0
-                              ? ctx->tokenizer.Decode(std::vector<int32_t>(given.token_ids().begin(),
-                                                                           given.token_ids().end()))
-                              : given.text());
+      echo.push_back({given.token_ids_size() > 0 ? ctx->tokenizer.Decode(base.prompt) : given.text(), base.prompt});
     }
     for (int64_t j = 0; j < r.n; ++j) {
       EngineRequest c = base;
@@ -112,7 +109,7 @@ void HttpApiServer::Generate(const httplib::Request& req, httplib::Response& res
   const std::string id = absl::StrFormat("%s-%016x", chat ? "chatcmpl" : "cmpl", RandomU64());
   call->format = std::make_unique<OpenAiFormatter>(r, ctx->tokenizer, ServedModelName(*ctx), id,
                                                    absl::ToUnixSeconds(absl::Now()), std::move(prompt_tokens),
-                                                   std::move(echo_text));
+                                                   std::move(echo));
   call->whole.resize(n_choices);
   for (int64_t i = 0; i < n_choices; ++i) call->whole[i].index = i;
 

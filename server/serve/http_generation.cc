@@ -15,6 +15,7 @@ void ChoiceOutput::Append(ChoiceOutput&& later) {
   tokens.insert(tokens.end(), later.tokens.begin(), later.tokens.end());
   text += later.text;
   for (TokenLogprob& lp : later.logprobs) logprobs.push_back(std::move(lp));
+  for (TokenLogprob& lp : later.prompt_logprobs) prompt_logprobs.push_back(std::move(lp));
   if (later.final) final = std::move(later.final);
 }
 
@@ -56,6 +57,7 @@ absl::StatusOr<std::unique_ptr<HttpGeneration>> HttpGeneration::Start(const Serv
         PromptRun& run = s->runs[i];
         if (run.finished()) return;
         ChoiceOutput& out = s->pending[i];
+        out.prompt_logprobs.insert(out.prompt_logprobs.end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
         if (!e.finished) {
           run.OnToken(e);
           if (e.token >= 0) out.tokens.push_back(e.token);

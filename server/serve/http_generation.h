@@ -19,20 +19,16 @@
 
 namespace kvserve {
 
-struct TokenLogprob {
-  int32_t token = -1;
-  float logprob = 0;
-  std::vector<std::pair<int32_t, float>> top;  // best first
-};
-
 // New output of one choice since the last Take (or all of it, accumulated by Append).
 struct ChoiceOutput {
   int64_t index = 0;
   std::vector<int32_t> tokens;
   std::string text;
   std::vector<TokenLogprob> logprobs;  // one per token when logprobs were asked for
-  // Set once, when the choice ends: finish reason, error, usage (no token ids or text: those
-  // came in the pieces before).
+  // With prompt logprobs: one per prompt token after the first, in the choice's first piece.
+  std::vector<TokenLogprob> prompt_logprobs;
+  // Set once, when the choice ends: finish reason, error, usage (no token ids, text or
+  // logprobs: those came in the pieces before).
   std::optional<v1::Completion> final;
 
   bool empty() const { return tokens.empty() && text.empty() && !final; }

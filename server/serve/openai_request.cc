@@ -213,8 +213,11 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, OpenAiEndpoin
   } else {
     if (auto v = b.Int("logprobs", 0, kMaxTopLogprobs)) r.top_logprobs = static_cast<int32_t>(*v);
     r.echo = b.Bool("echo").value_or(false);
-    if (r.echo && r.top_logprobs >= 0) {
-      return Unsupported("echo with logprobs is not supported: kvserve does not score prompt tokens yet");
+    // Echo with logprobs scores the prompt, and echo lets max_tokens be 0: the prompt alone, as
+    // lm-eval's loglikelihood asks (then scored too, which the engine needs to run a request
+    // that generates nothing).
+    if (r.echo && (r.top_logprobs >= 0 || max_tokens == 0)) {
+      r.proto.mutable_logprobs()->set_prompt_logprobs(static_cast<uint32_t>(std::max(0, r.top_logprobs)));
     }
   }
   if (r.top_logprobs >= 0) r.proto.mutable_logprobs()->set_top_logprobs(std::max(1, r.top_logprobs));
@@ -233,6 +236,7 @@ FieldRenames OpenAiFieldRenames(const OpenAiRequest& r) {
       {"stopping.stop_sequences", "stop"},
       {"stopping.stop_token_ids", "stop_token_ids"},
       {"logprobs.top_logprobs", chat ? "top_logprobs" : "logprobs"},
+      {"logprobs.prompt_logprobs", "echo"},
       {"kv.", "kv_"},
   };
   if (chat) {

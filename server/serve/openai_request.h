@@ -24,7 +24,9 @@ struct OpenAiRequest {
   int64_t n = 1;        // choices per prompt
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
-  bool echo = false;           // completions: each choice's text starts with its prompt
+  // Completions: each choice's text starts with its prompt; with logprobs, so do its
+  // logprobs (the prompt's tokens, the first with a null logprob: proto.logprobs.prompt_logprobs).
+  bool echo = false;
   // Alternatives per token to report; -1: no logprobs. The engine is asked for at least one,
   // since it reports a token's own logprob only with its alternatives.
   int32_t top_logprobs = -1;
@@ -34,7 +36,7 @@ struct OpenAiRequest {
 
 // Checks types and OpenAI-only rules; value ranges the gRPC API also has are left to
 // BuildEngineRequests. `max_choices` is --max-prompts-per-call. Known fields kvserve cannot
-// honour (suffix, logit_bias, tools, echo with logprobs, ...) are UNIMPLEMENTED naming the
+// honour (suffix, logit_bias, tools, ...) are UNIMPLEMENTED naming the
 // field; unknown fields are ignored, as OpenAI and vLLM do.
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const nlohmann::json& body, OpenAiEndpoint endpoint,
                                                  int64_t max_choices);

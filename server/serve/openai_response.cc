@@ -24,15 +24,16 @@ std::string DumpJson(const json& j) { return j.dump(-1, ' ', false, json::error_
 
 OpenAiFormatter::OpenAiFormatter(const OpenAiRequest& request, const Tokenizer& tokenizer, std::string model,
                                  std::string id, int64_t created, std::vector<int64_t> prompt_tokens,
-                                 std::vector<std::string> echo_text)
+                                 std::vector<EchoedPrompt> echo)
     : request_(request), tokenizer_(tokenizer), model_(std::move(model)), id_(std::move(id)), created_(created),
-      prompt_tokens_(std::move(prompt_tokens)), echo_text_(std::move(echo_text)) {
+      prompt_tokens_(std::move(prompt_tokens)), echo_(std::move(echo)) {
   const int64_t choices = request_.prompts * request_.n;
   text_offset_.assign(choices, 0);
   finals_.resize(choices);
   if (request_.echo) {
-    for (int64_t i = 0; i < choices; ++i) text_offset_[i] = static_cast<int64_t>(echo_text_[PromptOf(i)].size());
+    for (int64_t i = 0; i < choices; ++i) text_offset_[i] = static_cast<int64_t>(echo_[PromptOf(i)].text.size());
   }
+  echo_due_.assign(choices, request_.echo);
 }
 
 json OpenAiFormatter::Envelope(bool chunk) const {
@@ -41,7 +42,9 @@ json OpenAiFormatter::Envelope(bool chunk) const {
   return json{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
 }
 
-json OpenAiFormatter::Logprobs(int64_t index, const std::vector<TokenLogprob>& lps) {
+json OpenAiFormatter::Logprobs(const ChoiceOutput& out, bool with_echo) {
+  const int64_t index = out.index;
+  const std::vector<TokenLogprob>& lps = out.logprobs;
   const int32_t top_n = request_.top_logprobs;
   if (top_n < 0) return nullptr;
   if (request_.endpoint == OpenAiEndpoint::kChatCompletions) {
@@ -66,17 +69,37 @@ json OpenAiFormatter::Logprobs(int64_t index, const std::vector<TokenLogprob>& l
   // Completions: parallel arrays, and text_offset, the byte offset of each token in the
   // choice's text (echo included).
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-  for (const TokenLogprob& t : lps) {
-    const std::string piece = tokenizer_.TokenBytes(t.token);
-    tokens.push_back(utf8::Sanitize(piece));
-    token_logprobs.push_back(t.logprob);
-    json alternatives = json::object();
+  auto add = [&](int32_t token, json logprob, json alternatives, int64_t offset) {
+    tokens.push_back(utf8::Sanitize(tokenizer_.TokenBytes(token)));
+    token_logprobs.push_back(std::move(logprob));
+    top.push_back(std::move(alternatives));
+    offsets.push_back(offset);
+  };
+  auto alternatives = [&](const TokenLogprob& t) {
+    json a = json::object();
     for (size_t k = 0; k < t.top.size() && static_cast<int32_t>(k) < top_n; ++k) {
-      alternatives[utf8::Sanitize(tokenizer_.TokenBytes(t.top[k].first))] = t.top[k].second;
+      a[utf8::Sanitize(tokenizer_.TokenBytes(t.top[k].first))] = t.top[k].second;
     }
-    top.push_back(alternatives);
-    offsets.push_back(text_offset_[index]);
-    text_offset_[index] += static_cast<int64_t>(piece.size());
+    return a;
+  };
+  // Echo: the prompt's tokens first, as the engine scored them, in the choice's first piece;
+  // the first token has nothing before it, so its logprob is null.
+  if (with_echo) {
+    const EchoedPrompt& prompt = echo_[PromptOf(index)];
+    int64_t offset = 0;
+    for (size_t i = 0; i < prompt.tokens.size(); ++i) {
+      if (i == 0 || i > out.prompt_logprobs.size()) {
+        add(prompt.tokens[i], nullptr, nullptr, offset);
+      } else {
+        const TokenLogprob& t = out.prompt_logprobs[i - 1];
+        add(t.token, t.logprob, alternatives(t), offset);
+      }
+      offset += static_cast<int64_t>(tokenizer_.TokenBytes(prompt.tokens[i]).size());
+    }
+  }
+  for (const TokenLogprob& t : lps) {
+    add(t.token, t.logprob, alternatives(t), text_offset_[index]);
+    text_offset_[index] += static_cast<int64_t>(tokenizer_.TokenBytes(t.token).size());
   }
   return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
@@ -90,10 +113,14 @@ json OpenAiFormatter::Choice(const ChoiceOutput& out, bool chunk) {
     } else {
       c["message"] = json{{"role", "assistant"}, {"content", out.text}};
     }
+    c["logprobs"] = Logprobs(out, false);
   } else {
-    c["text"] = out.text;
+    // The echo leads the choice's first piece (unless a stream sent it first, without logprobs).
+    const bool echo = echo_due_[out.index];
+    echo_due_[out.index] = false;
+    c["text"] = echo ? echo_[PromptOf(out.index)].text + out.text : out.text;
+    c["logprobs"] = Logprobs(out, echo);
   }
-  c["logprobs"] = Logprobs(out.index, out.logprobs);
   c["finish_reason"] = nullptr;
   if (out.final) {
     finals_[out.index] = *out.final;
@@ -128,15 +155,7 @@ json OpenAiFormatter::Usage() const {
 json OpenAiFormatter::Unary(const std::vector<ChoiceOutput>& choices) {
   json body = Envelope(/*chunk=*/false);
   json list = json::array();
-  for (const ChoiceOutput& c : choices) {
-    if (request_.echo) {
-      ChoiceOutput echoed = c;
-      echoed.text = echo_text_[PromptOf(c.index)] + c.text;
-      list.push_back(Choice(echoed, false));
-    } else {
-      list.push_back(Choice(c, false));
-    }
-  }
+  for (const ChoiceOutput& c : choices) list.push_back(Choice(c, false));
   body["choices"] = list;
   body["usage"] = Usage();
   return body;
@@ -149,7 +168,8 @@ std::string Event(const json& j) { return "data: " + DumpJson(j) + "\n\n"; }
 std::string OpenAiFormatter::StreamStart() {
   const int64_t choices = request_.prompts * request_.n;
   const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
-  if (!chat && !request_.echo) return "";
+  // With logprobs, a completion's echo waits for the prompt's logprobs (its first piece).
+  if (!chat && (!request_.echo || request_.top_logprobs >= 0)) return "";
   std::string out;
   for (int64_t i = 0; i < choices; ++i) {
     json e = Envelope(/*chunk=*/true);
@@ -157,7 +177,8 @@ std::string OpenAiFormatter::StreamStart() {
     if (chat) {
       c["delta"] = json{{"role", "assistant"}, {"content", ""}};
     } else {
-      c["text"] = echo_text_[PromptOf(i)];
+      c["text"] = echo_[PromptOf(i)].text;
+      echo_due_[i] = false;
     }
     e["choices"] = json::array({c});
     if (request_.include_usage) e["usage"] = nullptr;

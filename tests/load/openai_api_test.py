@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """kvserve's OpenAI-compatible HTTP API driven by the real `openai` SDK (from PyPI, in the kvload
 venv) against a live `kvserve serve --http-port` on SmolLM2 with an API key: models, unary
-completion and chat, streams (with include_usage, logprobs, n), errors as the SDK raises them
+completion and chat, echo with logprobs (prompt scores, max_tokens 0), streams (with include_usage,
+logprobs, n), errors as the SDK raises them
 (400 naming the field, 401, 404), a stream closed early (its request cancelled, its pages back
 in the pool, read from /metrics), and load-tests/openai_examples.py, the SDK's own README
 examples, unchanged but for base_url.
 
 Usage: openai_api_test.py KVSERVE MODEL --venv VENV
 """
+import json
 import os
 import re
 import subprocess
@@ -78,6 +80,27 @@ def main():
         check(a.usage.completion_tokens == 8 and a.usage.total_tokens == a.usage.prompt_tokens + 8,
               f"usage {a.usage}")
         check((a.usage.model_extra or {}).get("kv", {}).get("peak_kv_bytes", 0) > 0, "usage.kv.peak_kv_bytes")
+
+        # Echo with logprobs (lm-evaluation-harness's loglikelihood call): the prompt's tokens
+        # first, the first one without a logprob, then the generated token; max_tokens 0 scores
+        # the prompt alone, with the same figures.
+        tok = urllib.request.Request(f"http://127.0.0.1:{http}/tokenize",
+                                     json.dumps({"prompt": "The capital of France is Paris"}).encode(),
+                                     {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+        ids = json.load(urllib.request.urlopen(tok, timeout=30))["tokens"]
+        lm = client.completions.create(model="m", prompt=ids, max_tokens=1, temperature=0, logprobs=1, echo=True)
+        lp = lm.choices[0].logprobs
+        check(len(lp.tokens) == len(ids) + 1 and lp.token_logprobs[0] is None and lp.top_logprobs[0] is None,
+              f"echo logprobs shape {lp}")
+        check(all(x <= 0 for x in lp.token_logprobs[1:]) and lm.choices[0].text.startswith("The capital"),
+              f"echo logprobs values {lp.token_logprobs} text {lm.choices[0].text!r}")
+        only = client.completions.create(model="m", prompt=ids, max_tokens=0, temperature=0, logprobs=1, echo=True)
+        lp0 = only.choices[0].logprobs
+        check(len(lp0.tokens) == len(ids) and only.usage.completion_tokens == 0, f"max_tokens 0 {only}")
+        check(all(abs(x - y) < 1e-4 for x, y in zip(lp0.token_logprobs[1:], lp.token_logprobs[1:len(ids)])),
+              "max_tokens 0 scores differ from max_tokens 1's")
+        # " Paris" after "The capital of France is" is the model's greedy choice.
+        check(lp0.token_logprobs[-1] == max(lp0.top_logprobs[-1].values()), f"Paris not greedy: {lp0.top_logprobs[-1]}")
 
         # Chat, unary and streamed: the same greedy text; the stream ends with the usage chunk.
         msgs = [{"role": "user", "content": "Name three colors."}]

@@ -8,6 +8,7 @@
 
 #include "engine/generator.h"
 #include "engine/scheduler/request.h"
+#include "engine/scheduler/scheduler.h"
 #include "gtest/gtest.h"
 
 namespace kvserve {
@@ -53,6 +54,19 @@ inline void ExpectSameGreedy(const GenerationResult& ref, const Collected& got, 
   EXPECT_EQ(got.tokens, ref.tokens) << what;
   EXPECT_EQ(got.text, ref.text) << what;
   EXPECT_EQ(got.reason, ref.finish_reason) << what;
+}
+
+// Runs r (which asks for prompt_logprobs) through sched until idle; the prompt logprobs its
+// events carried. Any error event fails the calling test.
+inline std::vector<TokenLogprob> ScorePrompt(Scheduler& sched, EngineRequest r) {
+  std::vector<TokenLogprob> got;
+  r.sink = [&got](const StreamEvent& e) {
+    EXPECT_TRUE(e.status.ok()) << e.status;
+    if (!e.prompt_logprobs.empty()) got = e.prompt_logprobs;
+  };
+  EXPECT_TRUE(sched.Submit(std::move(r)).ok());
+  while (!sched.idle()) EXPECT_TRUE(sched.StepAndDeliver().ok());
+  return got;
 }
 
 }  // namespace kvserve

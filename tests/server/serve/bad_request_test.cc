@@ -47,7 +47,9 @@ std::vector<BadCase> Cases() {
       {"zero_repetition_penalty", [](R& r) { r.mutable_sampling()->set_repetition_penalty(0); }, kInvalid,
        "repetition_penalty"},
       {"max_new_tokens_zero", [](R& r) { r.mutable_stopping()->set_max_new_tokens(0); }, kInvalid,
-       "stopping.max_new_tokens must be >= 1, got 0"},
+       "stopping.max_new_tokens must be >= 1 (0 only with logprobs.prompt_logprobs), got 0"},
+      {"prompt_logprobs_above_20", [](R& r) { r.mutable_logprobs()->set_prompt_logprobs(21); }, kInvalid,
+       "logprobs.prompt_logprobs must be in [0, 20], got 21"},
       {"max_new_tokens_huge", [](R& r) { r.mutable_stopping()->set_max_new_tokens(4000000000u); }, kInvalid,
        "stopping.max_new_tokens = 4000000000 is above the limit 4096"},
       {"prompt_plus_new_over_context", [&](R& r) {

@@ -1,5 +1,6 @@
 // End to end over loopback: concurrent streaming and unary calls give exactly what
-// `kvserve generate` prints for the same prompt and settings; tokenizer and info methods.
+// `kvserve generate` prints for the same prompt and settings; logprobs of generated and prompt
+// tokens; tokenizer and info methods.
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -215,6 +216,49 @@ TEST(GrpcE2eTest, LogprobsComeWithEveryTokenUnaryAndStreamed) {
   ASSERT_TRUE(reader->Finish().ok());
   EXPECT_EQ(absl::StrJoin(ids, " "), absl::StrJoin(resp.completions(0).token_ids(), " "));
   check(ids, lps, "stream");
+}
+
+TEST(GrpcE2eTest, PromptLogprobsComeInTheCompletionUnaryAndStreamed) {
+  auto server = ServerProcess::Start();
+  ASSERT_NE(server, nullptr);
+  v1::GenerateRequest req;
+  v1::Prompt* prompt = req.add_prompts();
+  for (int id : {5, 17, 100, 42, 7, 300}) prompt->add_token_ids(id);
+  req.mutable_logprobs()->set_prompt_logprobs(2);
+  req.mutable_stopping()->set_max_new_tokens(0);  // score only
+  auto stub = v1::Generation::NewStub(server->Channel());
+  grpc::ClientContext ctx;
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(stub->Generate(&ctx, req, &resp).ok());
+  const v1::Completion& c = resp.completions(0);
+  EXPECT_EQ(c.finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(c.token_ids_size(), 0);
+  ASSERT_EQ(c.prompt_logprobs_size(), 5) << "one per prompt token after the first";
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(c.prompt_logprobs(i).token_id(), req.prompts(0).token_ids(i + 1));
+    EXPECT_LE(c.prompt_logprobs(i).logprob(), 0.0f);
+    ASSERT_EQ(c.prompt_logprobs(i).top_size(), 2);
+    EXPECT_GE(c.prompt_logprobs(i).top(0).logprob(), c.prompt_logprobs(i).logprob());
+  }
+  // A stream carries them in its complete message, with the generated tokens in chunks.
+  req.mutable_stopping()->set_max_new_tokens(3);
+  grpc::ClientContext sctx;
+  auto reader = stub->GenerateStream(&sctx, req);
+  v1::GenerateStreamResponse msg;
+  v1::Completion done;
+  while (reader->Read(&msg)) {
+    if (msg.has_complete()) done = msg.complete();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(done.prompt_logprobs_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(done.prompt_logprobs(i).logprob(), c.prompt_logprobs(i).logprob(), 1e-5);
+  // Without prompt_logprobs, max_new_tokens 0 is refused naming both fields.
+  req.mutable_logprobs()->clear_prompt_logprobs();
+  req.mutable_stopping()->set_max_new_tokens(0);
+  grpc::ClientContext bctx;
+  const grpc::Status bad = stub->Generate(&bctx, req, &resp);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("0 only with logprobs.prompt_logprobs"), std::string::npos) << bad.error_message();
 }
 
 TEST(GrpcE2eTest, TokenizeInputIsBoundedByTheFlag) {

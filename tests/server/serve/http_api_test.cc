@@ -177,6 +177,98 @@ TEST(HttpApiTest, StreamEndsWithUsageThenDone) {
   EXPECT_LE(lp["token_logprobs"][0].get<double>(), 0.0);
 }
 
+// lm-eval's loglikelihood call: token ids, echo, logprobs, max_tokens 0 or 1, temperature 0.
+TEST(HttpApiTest, EchoWithLogprobsScoresThePromptThenTheGeneratedTokens) {
+  auto server = StartHttp();
+  ASSERT_NE(server, nullptr);
+  const std::vector<int> ids = {5, 17, 100, 42, 7, 300, 64};
+  const std::string prompt = json(ids).dump();
+  const std::string common = R"("echo": true, "logprobs": 2, "temperature": 0, "ignore_eos": true)";
+  const Reply only = Post(*server, "/v1/completions", R"({"prompt": )" + prompt + R"(, "max_tokens": 0, )" + common + "}");
+  ASSERT_EQ(only.status, 200) << only.body;
+  const json c0 = only.Json()["choices"][0];
+  EXPECT_EQ(c0["finish_reason"], "length");
+  EXPECT_EQ(only.Json()["usage"]["completion_tokens"], 0);
+  const json lp = c0["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), ids.size());
+  ASSERT_EQ(lp["token_logprobs"].size(), ids.size());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null()) << "the first token has nothing before it";
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  std::string pieces;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(lp["text_offset"][i], pieces.size());
+    pieces += lp["tokens"][i].get<std::string>();
+    if (i == 0) continue;
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+    EXPECT_GE(lp["top_logprobs"][i].size(), 1u);
+    EXPECT_LE(lp["top_logprobs"][i].size(), 2u);
+    double best = -1e30;
+    for (const auto& [piece, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), best + 1e-6);
+  }
+  EXPECT_EQ(c0["text"], pieces);
+
+  // max_tokens 1 (what lm-eval sends): the same prompt scores, then the generated token, as
+  // without echo.
+  const Reply one = Post(*server, "/v1/completions", R"({"prompt": )" + prompt + R"(, "max_tokens": 1, )" + common + "}");
+  ASSERT_EQ(one.status, 200) << one.body;
+  const json lp1 = one.Json()["choices"][0]["logprobs"];
+  ASSERT_EQ(lp1["tokens"].size(), ids.size() + 1);
+  for (size_t i = 1; i < ids.size(); ++i) {
+    EXPECT_NEAR(lp1["token_logprobs"][i].get<double>(), lp["token_logprobs"][i].get<double>(), 1e-5) << i;
+  }
+  const Reply plain = Post(*server, "/v1/completions",
+                           R"({"prompt": )" + prompt + R"(, "max_tokens": 1, "logprobs": 2, "temperature": 0})");
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  const json gen = plain.Json()["choices"][0]["logprobs"];
+  EXPECT_EQ(lp1["tokens"][ids.size()], gen["tokens"][0]);
+  EXPECT_NEAR(lp1["token_logprobs"][ids.size()].get<double>(), gen["token_logprobs"][0].get<double>(), 1e-5);
+  EXPECT_EQ(lp1["text_offset"][ids.size()], pieces.size());
+
+  // Streamed: the first chunk starts with the prompt and its logprobs; the pieces add up to
+  // the unary response.
+  const Reply stream = Post(*server, "/v1/completions",
+                            R"({"prompt": )" + prompt + R"(, "max_tokens": 3, "stream": true, )" + common + "}");
+  ASSERT_EQ(stream.status, 200) << stream.body;
+  const Reply whole = Post(*server, "/v1/completions", R"({"prompt": )" + prompt + R"(, "max_tokens": 3, )" + common + "}");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  std::string text;
+  json tokens = json::array(), token_logprobs = json::array();
+  for (size_t pos = 0; (pos = stream.body.find("data: {", pos)) != std::string::npos;) {
+    const size_t end = stream.body.find("\n\n", pos);
+    const json e = json::parse(stream.body.substr(pos + 6, end - pos - 6));
+    pos = end;
+    for (const json& c : e["choices"]) {
+      text += c["text"].get<std::string>();
+      if (!c["logprobs"].is_object()) continue;
+      for (const json& t : c["logprobs"]["tokens"]) tokens.push_back(t);
+      for (const json& t : c["logprobs"]["token_logprobs"]) token_logprobs.push_back(t);
+    }
+  }
+  const json w = whole.Json()["choices"][0];
+  EXPECT_EQ(text, w["text"]);
+  EXPECT_EQ(tokens, w["logprobs"]["tokens"]);
+  ASSERT_EQ(token_logprobs.size(), ids.size() + 3);
+  EXPECT_TRUE(token_logprobs[0].is_null());
+  for (size_t i = 1; i < token_logprobs.size(); ++i) {
+    EXPECT_NEAR(token_logprobs[i].get<double>(), w["logprobs"]["token_logprobs"][i].get<double>(), 1e-5) << i;
+  }
+
+  // A batch of token-id prompts: each choice scores its own.
+  const Reply batch = Post(*server, "/v1/completions",
+                           R"({"prompt": [[5, 17, 100], [42, 7]], "max_tokens": 0, )" + common + "}");
+  ASSERT_EQ(batch.status, 200) << batch.body;
+  ASSERT_EQ(batch.Json()["choices"].size(), 2u);
+  EXPECT_EQ(batch.Json()["choices"][0]["logprobs"]["tokens"].size(), 3u);
+  EXPECT_EQ(batch.Json()["choices"][1]["logprobs"]["tokens"].size(), 2u);
+  EXPECT_NEAR(batch.Json()["choices"][0]["logprobs"]["token_logprobs"][2].get<double>(),
+              lp["token_logprobs"][2].get<double>(), 1e-5);
+  // max_tokens 0 without echo is still refused, naming the field.
+  const Reply zero = Post(*server, "/v1/completions", R"({"prompt": "a", "max_tokens": 0})");
+  EXPECT_EQ(zero.status, 400);
+  EXPECT_EQ(zero.Json()["error"]["param"], "max_tokens") << zero.body;
+}
+
 TEST(HttpApiTest, BadBodiesAre400sAndTheServerKeepsServing) {
   auto server = StartHttp({"--max-receive-message-bytes", "65536"});
   ASSERT_NE(server, nullptr);
@@ -200,7 +292,8 @@ TEST(HttpApiTest, BadBodiesAre400sAndTheServerKeepsServing) {
       {R"({"prompt": "a", "kv_budget": -3})", 400, "kv_budget"},
       {R"({"prompt": "a", "stop": ["", "x"]})", 400, "stop[0]"},
       {R"({"prompt": "a", "top_p": 2})", 400, "top_p"},
-      {R"({"prompt": "a", "echo": true, "logprobs": 1})", 400, "echo"},
+      {R"({"prompt": "a", "echo": true, "logprobs": 21})", 400, "logprobs"},
+      {R"({"prompt": "a", "echo": true, "logprobs": -1})", 400, "logprobs"},
       {R"({"n": 2})", 400, "prompt"},
       {"{\"prompt\": \"" + std::string(70000, 'a') + "\"}", 413, ""},
       {std::string(20000, '[') + std::string(20000, ']'), 400, ""},

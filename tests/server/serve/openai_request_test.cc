@@ -167,6 +167,27 @@ TEST(OpenAiRequest, DeeplyNestedValuesAreRefusedWithoutRecursion) {
   }
 }
 
+TEST(OpenAiRequest, EchoWithLogprobsScoresThePrompt) {
+  absl::StatusOr<OpenAiRequest> r = Completion(R"({"prompt": [1, 2, 3], "echo": true, "logprobs": 3, "max_tokens": 1})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->echo);
+  EXPECT_TRUE(r->proto.logprobs().has_prompt_logprobs());
+  EXPECT_EQ(r->proto.logprobs().prompt_logprobs(), 3u);
+  EXPECT_EQ(r->proto.logprobs().top_logprobs(), 3u);
+  // max_tokens 0 with echo (lm-eval): the prompt alone, scored, even without logprobs.
+  r = Completion(R"({"prompt": "a b", "echo": true, "max_tokens": 0})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->proto.logprobs().has_prompt_logprobs());
+  EXPECT_EQ(r->proto.stopping().max_new_tokens(), 0u);
+  // Neither echo nor logprobs alone scores it.
+  r = Completion(R"({"prompt": "a", "logprobs": 2})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->proto.logprobs().has_prompt_logprobs());
+  r = Completion(R"({"prompt": "a", "echo": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->proto.logprobs().has_prompt_logprobs());
+}
+
 TEST(OpenAiRequest, UnsupportedFieldsAreRefusedByName) {
   struct Case {
     const char* body;
@@ -174,7 +195,6 @@ TEST(OpenAiRequest, UnsupportedFieldsAreRefusedByName) {
   };
   const Case cases[] = {
       {R"({"prompt": "a", "suffix": "z"})", "suffix"},
-      {R"({"prompt": "a", "echo": true, "logprobs": 1})", "echo"},
       {R"({"prompt": "a", "logit_bias": {"5": 10}})", "logit_bias"},
       {R"({"prompt": "a", "best_of": 3})", "best_of"},
   };
