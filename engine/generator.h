@@ -26,7 +26,7 @@ struct GenerationOptions {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int64_t page_size = 16;
-  DType kv_dtype = DType::kF32;  // K/V storage (kF16 on a host backend only)
+  DType kv_dtype = DType::kF32;  // K/V storage (kF16 on a host backend only; the commands default to DefaultKvDType)
   int64_t prefill_chunk = 512;  // prompt tokens per forward step
   CompressionSettings compression;  // policy "full" keeps the whole cache
 };

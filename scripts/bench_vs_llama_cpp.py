@@ -43,17 +43,19 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--kv-dtype", default="f32", help="kvserve's K/V storage (llama.cpp's default is f16)")
+    ap.add_argument("--kv-dtype", choices=["f16", "f32"],
+                    help="kvserve's K/V storage (default: kvserve's, f16 on the CPU like llama.cpp's)")
     a = ap.parse_args()
     vocab = 49152
     prompt = [(i * 7919 + 13) % vocab for i in range(a.prompt_tokens)]  # same ids as `kvserve bench`
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads))
     ours = json.loads(subprocess.check_output(
         [a.kvserve, "bench", "--model", a.model, "--prompt-tokens", str(a.prompt_tokens),
-         "--new-tokens", str(a.new_tokens), "--repeats", str(a.repeats), "--kv-dtype", a.kv_dtype], env=env))
+         "--new-tokens", str(a.new_tokens), "--repeats", str(a.repeats)]
+        + (["--kv-dtype", a.kv_dtype] if a.kv_dtype else []), env=env))
     peer = bench_llama_cpp(a.model, prompt, a.new_tokens, a.threads, a.repeats)
     print(f"threads={a.threads} prompt={a.prompt_tokens} new={a.new_tokens} repeats={a.repeats} "
-          f"kvserve kv-dtype={a.kv_dtype}")
+          f"kvserve kv-dtype={ours.get('kv_dtype', a.kv_dtype)} (llama.cpp: f16)")
     print(f"{'engine':<22}{'prefill tok/s':>15}{'decode tok/s':>15}")
     for r in (ours, peer):
         print(f"{r['engine']:<22}{r['prefill_tok_s']:>15.1f}{r['decode_tok_s']:>15.1f}")

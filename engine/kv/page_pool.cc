@@ -21,6 +21,8 @@ absl::Status CheckKvDType(DType dtype, const Backend& memory) {
   return absl::OkStatus();
 }
 
+DType DefaultKvDType(const Backend& memory) { return memory.HostMemory() ? DType::kF16 : DType::kF32; }
+
 PagePool::PagePool(const PagePoolShape& shape) : PagePool(shape, nullptr) {}
 
 PagePool::PagePool(const PagePoolShape& shape, Backend* memory)

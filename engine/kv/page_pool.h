@@ -18,6 +18,11 @@ namespace kvserve {
 // --kv-dtype.
 absl::Status CheckKvDType(DType dtype, const Backend& memory);
 
+// The K/V storage a pool in `memory` gets when --kv-dtype is not given: kF16 in host memory
+// (half the KV bytes of kF32, what llama.cpp stores by default; logits move by ~0.1%), kF32
+// on a device (its kernels read fp32 pages), so no backend fails by default.
+DType DefaultKvDType(const Backend& memory);
+
 struct PagePoolStats {
   int64_t pages_total = 0;
   int64_t pages_used = 0;      // handed out, reserved or not

@@ -219,9 +219,9 @@ void LlamaForward::Layer(int64_t l, int64_t n) {
 }
 
 absl::StatusOr<std::vector<float>> ComputeAllLogits(const Model& model, Backend& backend,
-                                                    absl::Span<const int32_t> tokens) {
+                                                    absl::Span<const int32_t> tokens, DType kv_dtype) {
   const ModelConfig& c = model.config;
-  PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim};
+  PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim, kv_dtype};
   shape.num_pages = PagesFor(static_cast<int64_t>(tokens.size()), shape.page_size) * c.n_layers;
   PagePool pool(shape, &backend);
   SequenceKv seq(c.n_layers);

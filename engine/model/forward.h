@@ -64,8 +64,10 @@ class LlamaForward {
 std::vector<float> RopeInverseFrequencies(const ModelConfig& config, const WeightView& freq_factors);
 
 // Logits [tokens.size(), vocab] at every position of one sequence run with a full cache
-// from position 0. For tests and tools; the engine uses LlamaForward directly.
+// from position 0, its K/V stored as `kv_dtype`. For tests and tools; the engine uses
+// LlamaForward directly.
 absl::StatusOr<std::vector<float>> ComputeAllLogits(const Model& model, Backend& backend,
-                                                    absl::Span<const int32_t> tokens);
+                                                    absl::Span<const int32_t> tokens,
+                                                    DType kv_dtype = DType::kF32);
 
 }  // namespace kvserve

@@ -23,7 +23,7 @@ struct EngineConfig {
   int64_t num_pages = 0;   // KV pool size (see kv_memory.h for sizing from bytes)
   int64_t page_size = 16;  // tokens per page
   SchedulerConfig scheduler;
-  DType kv_dtype = DType::kF32;  // K/V storage (kF16 on a host backend only)
+  DType kv_dtype = DType::kF32;  // K/V storage (kF16 on a host backend only; the commands default to DefaultKvDType)
 };
 
 // A consistent snapshot for metrics and health.

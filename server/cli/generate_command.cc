@@ -48,9 +48,6 @@ absl::StatusOr<GenerationOptions> OptionsFromArgs(const CliArgs& a) {
   }
   o.max_new_tokens = static_cast<int32_t>(*max_new);
   o.page_size = *page;
-  absl::StatusOr<DType> kv_dtype = KvDTypeFromArgs(a);
-  if (!kv_dtype.ok()) return kv_dtype.status();
-  o.kv_dtype = *kv_dtype;
   o.prefill_chunk = *chunk;
   o.sampling.temperature = static_cast<float>(*temp);
   o.sampling.top_k = static_cast<int32_t>(*top_k);
@@ -102,6 +99,8 @@ int RunGenerate(int argc, char** argv) {
   const Determinism determinism = args.Flag("deterministic") ? Determinism::kBatchInvariant : Determinism::kFastest;
   if (args.Has("prompts-file")) {
     KV_ASSIGN_OR_FAIL(batch_backend, MakeBackendForDevice(device, determinism));
+    KV_ASSIGN_OR_FAIL(batch_kv_dtype, KvDTypeFromArgs(args, *batch_backend));
+    options.kv_dtype = batch_kv_dtype;
     KV_ASSIGN_OR_FAIL(batch_model, LoadModel(*model_spec));
     KV_ASSIGN_OR_FAIL(batch_kv, CompressionFromArgs(args, batch_model));
     options.compression = batch_kv;
@@ -148,6 +147,8 @@ int RunGenerate(int argc, char** argv) {
   // One prompt runs alone, so the pool --kv-memory describes only has to hold its peak, and
   // --max-batch-tokens bounds its prefill steps.
   KV_ASSIGN_OR_FAIL(backend, MakeBackendForDevice(device, determinism));
+  KV_ASSIGN_OR_FAIL(kv_dtype, KvDTypeFromArgs(args, *backend));
+  options.kv_dtype = kv_dtype;
   if (auto spec = args.Get("kv-memory")) {
     KV_ASSIGN_OR_FAIL(bytes, KvMemoryBytes(*spec, *backend));
     KV_ASSIGN_OR_FAIL(pages, PagesForBytes(bytes, {0, options.page_size, model.config.n_kv_heads,

@@ -55,7 +55,7 @@ constexpr Row kFlags[] = {
     {"interval", {"SECONDS", "seconds between refreshes"}},
     {"json", {"FILE", "also write every cell as JSON"}},
     {"kv-budget", {"B", "KV budget: fraction <= 1 of the prompt, tokens per layer, or auto:RISK"}},
-    {"kv-dtype", {"DTYPE", "K/V storage: f32 or f16 (halves KV memory)"}},
+    {"kv-dtype", {"DTYPE", "K/V storage: f16 (the CPU default; half of f32's KV memory) or f32 (CUDA's only)"}},
     {"kv-memory", {"BYTES|FRACTION", "KV pool size: bytes (512M, 2G) or a fraction of free (device) memory"}},
     {"kv-policy", {"POLICY", "KV compression: full, streaming, snapkv, criticalkv, pyramid, keydiff, mergereduce:random, "
                            "mergereduce:cluster"}},

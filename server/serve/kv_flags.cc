@@ -2,12 +2,15 @@
 #include "server/serve/kv_flags.h"
 
 #include <optional>
+#include <string_view>
+#include <utility>
 #include <type_traits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/compress/auto_budget.h"
+#include "engine/kv/page_pool.h"
 
 namespace kvserve {
 
@@ -60,16 +63,30 @@ const std::string& KvFlagsHelp() {
         "  [--kv-window N=", d.window, "] [--first-stage-ratio R=", d.first_stage_ratio, "] [--pool-kernel K=",
         d.pool_kernel, "] [--sink-tokens N=", d.n_sink, "]\n",
         "  [--reduce-protected-dims M=", d.reduce_protected_dims, " (mergereduce:cluster, capped at head_dim)]\n",
-        "  [--kv-dtype f32|f16=f32] (K/V storage; f16 halves KV memory, CPU backend only)\n");
+        "  [--kv-dtype f32|f16] (K/V storage; default f16 on the CPU, f32 on CUDA, which takes only f32)\n");
   }();
   return help;
 }
 
-absl::StatusOr<DType> KvDTypeFromArgs(const CliArgs& a) {
-  const std::string text = a.Get("kv-dtype").value_or("f32");
-  if (text == "f32") return DType::kF32;
-  if (text == "f16") return DType::kF16;
-  return absl::InvalidArgumentError(absl::StrCat("--kv-dtype must be f32 or f16, got '", text, "'"));
+namespace {
+// --kv-dtype's values: the one table that parsing and KvDTypeFlagName read.
+constexpr std::pair<std::string_view, DType> kKvDTypes[] = {{"f32", DType::kF32}, {"f16", DType::kF16}};
+}  // namespace
+
+absl::StatusOr<DType> KvDTypeFromArgs(const CliArgs& a, const Backend& backend) {
+  const std::optional<std::string> given = a.Get("kv-dtype");
+  if (!given) return DefaultKvDType(backend);
+  for (const auto& [name, dtype] : kKvDTypes) {
+    if (*given == name) return dtype;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--kv-dtype must be f32 or f16, got '", *given, "'"));
+}
+
+std::string_view KvDTypeFlagName(DType dtype) {
+  for (const auto& [name, d] : kKvDTypes) {
+    if (d == dtype) return name;
+  }
+  return DTypeName(dtype);
 }
 
 absl::StatusOr<KvSettings> KvSettingsFromArgs(const CliArgs& a, const Model& model) {

@@ -1,12 +1,14 @@
 // The KV compression flags shared by generate, bench and serve (eval takes the same names per row).
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/compress/compression_settings.h"
 #include "engine/compress/kv_settings.h"
 #include "engine/model/model_weights.h"
+#include "kernels/backend.h"
 #include "server/flags/cli_args.h"
 
 namespace kvserve {
@@ -18,8 +20,11 @@ const std::vector<std::string>& KvFlagNames();
 // CompressionSettings).
 const std::string& KvFlagsHelp();
 
-// --kv-dtype f32|f16 (default f32): the K/V storage of the pool; the error names the value.
-absl::StatusOr<DType> KvDTypeFromArgs(const CliArgs& args);
+// --kv-dtype f32|f16: the K/V storage of a pool in `backend`'s memory; without the flag,
+// DefaultKvDType (f16 on the CPU, f32 on CUDA). The error names the value.
+absl::StatusOr<DType> KvDTypeFromArgs(const CliArgs& args, const Backend& backend);
+// `dtype` as --kv-dtype spells it ("f16"), for reports.
+std::string_view KvDTypeFlagName(DType dtype);
 
 // The settings the flags set (unset where absent): the flags' one parser, shared by generate,
 // bench, serve and eval. Errors name the flag and value. --budget-plan ripple:PROFILE.json

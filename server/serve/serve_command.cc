@@ -97,6 +97,7 @@ struct LoadedEngine {
   std::unique_ptr<Engine> engine;
   int64_t max_context = 0, max_new_tokens_limit = 0;
   CompressionSettings kv_defaults;
+  DType kv_dtype = DType::kF32;  // the pool's K/V storage, for the ready line
 };
 
 absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
@@ -124,7 +125,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
   if (absl::Status st = UploadWeights(e->model, *e->tokenizer, *e->backend); !st.ok()) return st;
   absl::StatusOr<int64_t> bytes = KvMemoryBytes(o.kv_memory, *e->backend);
   if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<DType> kv_dtype = KvDTypeFromArgs(o.args);
+  absl::StatusOr<DType> kv_dtype = KvDTypeFromArgs(o.args, *e->backend);
   if (!kv_dtype.ok()) return kv_dtype.status();
   absl::StatusOr<int64_t> pages = PagesForBytes(*bytes, {0, o.page_size, c.n_kv_heads, c.head_dim, *kv_dtype});
   if (!pages.ok()) return pages.status();
@@ -132,6 +133,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
   config.num_pages = *pages;
   config.page_size = o.page_size;
   config.kv_dtype = *kv_dtype;
+  e->kv_dtype = *kv_dtype;
   config.scheduler.max_batch_tokens = o.max_batch_tokens;
   config.scheduler.prefill_chunk = o.prefill_chunk;
   config.scheduler.max_waiting = o.max_waiting;
@@ -272,9 +274,11 @@ int RunServe(int argc, char** argv) {
   if (http_api) http_api->set_context(&ctx);
   SetHealth(*server, true);
   if (metrics_http) metrics_http->set_ready(true);
-  std::fprintf(stderr, "kvserve serve: ready on the %s backend (%lld KV pages of %lld tokens, max context %lld)\n",
+  std::fprintf(stderr,
+               "kvserve serve: ready on the %s backend (%lld KV pages of %lld tokens, %s K/V, max context %lld)\n",
                std::string(le.backend->Name()).c_str(), static_cast<long long>(ctx.kv_pages_total),
-               static_cast<long long>(o.page_size), static_cast<long long>(ctx.max_context));
+               static_cast<long long>(o.page_size), std::string(KvDTypeFlagName(le.kv_dtype)).c_str(),
+               static_cast<long long>(ctx.max_context));
 
   const int sig = WaitForSignal(signals);
   const auto drain_deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.drain_timeout_seconds);

@@ -7,7 +7,7 @@ sane values, RESOURCE_EXHAUSTED counted (not a crash) when the full cache cannot
 while SnapKV in chunk mode serves the same prompts, the /metrics time series, progress lines,
 and the report (report.md, report.html, PNGs) rendered by headless Chromium with the plots in it.
 
-Usage: kvload_smoke_test.py KVSERVE [--venv VENV] --model random:tiny|PATH.gguf [--kv-memory 1M] [--long 1500]
+Usage: kvload_smoke_test.py KVSERVE [--venv VENV] --model random:tiny|PATH.gguf [--kv-memory 512K] [--long 1500]
          [--needle 1024,3000] [--budget 128] [--screenshot]
        (--venv: the venv of load-tests/setup-venv.sh, else the running Python must have its packages)
 """
@@ -169,7 +169,9 @@ def main():
     ap.add_argument("kvserve")
     ap.add_argument("--venv", help="run in this venv (made by load-tests/setup-venv.sh)")
     ap.add_argument("--model", default="random:tiny")
-    ap.add_argument("--kv-memory", default="1M", help="small, so a full-cache long prompt can never fit")
+    # 512K of random:tiny's f16 pages (the CPU default) is 240 pages: the 3000-token needle's
+    # full cache (376 pages) never fits, the 1024-token one's (130) does.
+    ap.add_argument("--kv-memory", default="512K", help="small, so a full-cache long prompt can never fit")
     ap.add_argument("--max-context", type=int, default=4096)
     ap.add_argument("--short-len", type=int, default=64)
     ap.add_argument("--long", type=int, default=1500, help="long prompts' tokens")

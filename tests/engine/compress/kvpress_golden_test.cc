@@ -2,7 +2,8 @@
 // transformers on the same SmolLM2 GGUF) per (layer, KV head): mean Jaccard >= 0.95.
 // Golden data: tests/golden/make_kvpress_golden.py. kvpress scores every layer from the
 // full prefill (compression does not change that forward pass), so we do the same: one
-// full-cache prefill recording each layer's last 64 queries, then select per layer.
+// full-cache prefill recording each layer's last 64 queries, then select per layer. Run with
+// f16 K/V (the CPU default: the keys scored are rounded to fp16) and with f32, to the same bound.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,7 +27,10 @@ double Jaccard(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   return uni == 0 ? 1.0 : static_cast<double>(both.size()) / uni;
 }
 
-TEST(KvpressGolden, SnapKvAndCriticalKvKeepWhatKvpressKeeps) {
+class KvpressGolden : public ::testing::TestWithParam<DType> {};
+
+TEST_P(KvpressGolden, SnapKvAndCriticalKvKeepWhatKvpressKeeps) {
+  const DType kv_dtype = GetParam();
   auto model = LoadGgufModel(testing::SmolLm2Path());
   ASSERT_TRUE(model.ok()) << model.status();
   std::ifstream in(testing::SourcePath("tests/golden/kvpress/selection_smollm2.json"));
@@ -41,7 +45,7 @@ TEST(KvpressGolden, SnapKvAndCriticalKvKeepWhatKvpressKeeps) {
     const std::string name = prompt["name"].get<std::string>();
     const std::vector<int32_t> ids = prompt["token_ids"].get<std::vector<int32_t>>();
     const int64_t n = static_cast<int64_t>(ids.size());
-    PagePool pool({(n / 16 + 1) * c.n_layers, 16, c.n_kv_heads, c.head_dim});
+    PagePool pool({(n / 16 + 1) * c.n_layers, 16, c.n_kv_heads, c.head_dim, kv_dtype});
     SequenceKv seq(c.n_layers);
     QueryWindow queries(c.n_layers, window, c.n_heads, c.head_dim);
     LlamaForward fwd(*model, *backend, pool);
@@ -86,14 +90,18 @@ TEST(KvpressGolden, SnapKvAndCriticalKvKeepWhatKvpressKeeps) {
         }
       }
       const double mean = sum / pairs;
-      std::printf("kvpress %-10s %-14s ratio %.1f keep %4lld: mean Jaccard %.4f, worst (layer, head) %.4f\n",
-                  s.policy.c_str(), name.c_str(), tc["compression_ratio"].get<double>(),
+      std::printf("kvpress %-10s %-14s %s K/V ratio %.1f keep %4lld: mean Jaccard %.4f, worst (layer, head) %.4f\n",
+                  s.policy.c_str(), name.c_str(), std::string(DTypeName(kv_dtype)).c_str(),
+                  tc["compression_ratio"].get<double>(),
                   static_cast<long long>(n_keep), mean, worst);
       EXPECT_GE(mean, 0.95) << s.policy << " on " << name << " at ratio " << tc["compression_ratio"];
     }
     seq.Release(pool);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDTypes, KvpressGolden, ::testing::Values(DType::kF16, DType::kF32),
+                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); });
 
 }  // namespace
 }  // namespace kvserve

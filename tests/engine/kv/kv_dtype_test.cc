@@ -73,6 +73,18 @@ TEST(KvRowsTest, DevicePoolsRefuseFp16) {
   EXPECT_EQ(CheckKvDType(DType::kQ8_0, *cpu).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Without --kv-dtype a pool gets f16 in host memory and f32 on a device, whose kernels read
+// only f32 pages: the default must pass CheckKvDType on every backend (--device cuda must not
+// fail by default).
+TEST(KvRowsTest, DefaultIsFp16OnTheHostAndFp32OnADevice) {
+  HostAsDeviceBackend device;
+  auto cpu = MakeCpuBackend();
+  EXPECT_EQ(DefaultKvDType(*cpu), DType::kF16);
+  EXPECT_EQ(DefaultKvDType(device), DType::kF32);
+  EXPECT_TRUE(CheckKvDType(DefaultKvDType(*cpu), *cpu).ok());
+  EXPECT_TRUE(CheckKvDType(DefaultKvDType(device), device).ok());
+}
+
 class KvDTypeGenerationTest : public TinyGenerationTest {};
 
 // Largest |a - b| over two greedy runs' logits, relative to the largest |logit|, up to the

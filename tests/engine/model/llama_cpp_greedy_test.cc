@@ -6,6 +6,9 @@
 // rest of a prompt. Why not demand identity at every step: two correct Q4_1 engines differ
 // by ~0.7 in logits (llama.cpp against itself with an f32 instead of f16 KV cache, or batch
 // 1 instead of 512 — measured), so a top-2 gap below that is a coin toss for anyone.
+//
+// Run with f16 K/V (the CPU default, and what llama.cpp stored when it made the golden) and
+// with f32, to the same bounds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,7 +25,10 @@ namespace {
 
 constexpr float kNearTie = 1.0f;  // llama.cpp top-1/top-2 gap below which either is fine
 
-TEST(LlamaCppGolden, GreedyArgmaxAndLogitsMatchLlamaCpp) {
+class LlamaCppGolden : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LlamaCppGolden, GreedyArgmaxAndLogitsMatchLlamaCpp) {
+  const DType kv_dtype = GetParam();
   auto model = LoadGgufModel(testing::SmolLm2Path());
   ASSERT_TRUE(model.ok()) << model.status();
   std::ifstream in(testing::SourcePath("tests/golden/llama_cpp/greedy_smollm2.json"));
@@ -36,7 +42,7 @@ TEST(LlamaCppGolden, GreedyArgmaxAndLogitsMatchLlamaCpp) {
   for (const auto& tc : golden["cases"]) {
     const std::vector<int32_t> prompt = tc["prompt_ids"].get<std::vector<int32_t>>();
     const std::vector<int32_t> forced = tc["generated"].get<std::vector<int32_t>>();
-    PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim};
+    PagePoolShape shape{0, 16, c.n_kv_heads, c.head_dim, kv_dtype};
     shape.num_pages = (static_cast<int64_t>(prompt.size() + forced.size()) / 16 + 1) * c.n_layers;
     PagePool pool(shape);
     SequenceKv seq(c.n_layers);
@@ -71,13 +77,17 @@ TEST(LlamaCppGolden, GreedyArgmaxAndLogitsMatchLlamaCpp) {
     seq.Release(pool);
     EXPECT_EQ(pool.stats().pages_used, 0);
   }
-  std::printf("llama.cpp agreement: top-1 identical at %d of %d steps (%d of them decisive, all must "
+  std::printf("llama.cpp agreement, %s K/V: top-1 identical at %d of %d steps (%d of them decisive, all must "
               "match); top-20 logits: max |diff| %.4f, mean |diff| %.4f\n",
-              same_top1, steps, decisive, max_abs_diff, sum_abs_diff / n_diffs);
+              std::string(DTypeName(kv_dtype)).c_str(), same_top1, steps, decisive, max_abs_diff,
+              sum_abs_diff / n_diffs);
   EXPECT_GE(same_top1, steps * 90 / 100);
   EXPECT_LT(max_abs_diff, 2.0);
   EXPECT_LT(sum_abs_diff / n_diffs, 0.3);
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDTypes, LlamaCppGolden, ::testing::Values(DType::kF16, DType::kF32),
+                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); });
 
 }  // namespace
 }  // namespace kvserve

@@ -170,7 +170,7 @@ TEST(GrpcBadRequestTest, EachKindGetsItsStatusAndTheServerStaysHealthy) {
 TEST(GrpcBadRequestTest, FullQueueAndOversizedRequestsAreResourceExhausted) {
   // One running sequence at a time and no waiting room: a second request is refused.
   auto server = ServerProcess::Start({"--max-batch-tokens", "1", "--max-waiting", "0", "--max-context", "60000",
-                                      "--kv-memory", "16M"});
+                                      "--kv-memory", "8M"});
   ASSERT_NE(server, nullptr);
   v1::GenerateRequest longreq = Good();
   longreq.mutable_stopping()->set_max_new_tokens(20000);
@@ -191,7 +191,7 @@ TEST(GrpcBadRequestTest, FullQueueAndOversizedRequestsAreResourceExhausted) {
   EXPECT_TRUE(WaitFor([&] { return server->Metric("kvserve_num_requests_running") == 0.0; }, std::chrono::seconds(30)));
   EXPECT_TRUE(CallUnary(*server, Good()).ok());
 
-  // 59900 tokens need 7488 pages; 16M holds 3971: never admissible.
+  // 59900 tokens need 7488 pages; 8M holds 3855 (of f16 K/V, the CPU default): never admissible.
   v1::GenerateRequest huge = Good();
   huge.mutable_stopping()->set_max_new_tokens(59000);
   huge.mutable_prompts(0)->clear_text();
