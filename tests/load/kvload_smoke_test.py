@@ -44,7 +44,10 @@ def start_server(a, work):
     proc = subprocess.Popen([a.kvserve, "serve", "--model", a.model, "--host", "127.0.0.1", "--port", "0",
                              "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--http-port", "0",
                              "--port-file", ports,
-                             "--kv-memory", a.kv_memory, "--max-context", str(a.max_context)],
+                             "--kv-memory", a.kv_memory, "--max-context", str(a.max_context),
+                             # Chunk-mode requests compress after every chunk: the smallest bound,
+                             # which the needle scenario's "fits compressed, not full" pool relies on.
+                             "--chunk-headroom", "0"],
                             stdout=log, stderr=log, env={**os.environ, "OMP_NUM_THREADS": a.threads})
     until = time.time() + 120
     while time.time() < until:

@@ -197,6 +197,7 @@ TEST_F(PromptLogprobsTest, ChunkCompressionScoresWhatThePrefillSaw) {
   r.kv.budget = 12;
   r.kv.window = 4;
   r.kv.compress_at = CompressAt::kChunk;  // the default chunk scoring probes with the question
+  r.kv.chunk_headroom = 0;                // compress after every chunk
   const std::vector<TokenLogprob> got = ScorePrompt(sched, std::move(r));
   ASSERT_EQ(got.size(), prompt.size() - 1);
   double later_gap = 0;
