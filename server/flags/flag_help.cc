@@ -31,7 +31,7 @@ constexpr Row kFlags[] = {
     {"chunk-scoring", {"MODE", "chunk mode scoring: question (the question's queries, right after the chunk), "
                                "question_at_end (the same at the question's own positions) or window (the chunk's own)"}},
     {"clients", {"N", "concurrent clients"}},
-    {"compress-at", {"WHEN", "when to compress: prefill_end or chunk (after every prefill chunk)"}},
+    {"compress-at", {"WHEN", "when to compress: prefill_end or chunk (during the prompt, within budget + --chunk-headroom)"}},
     {"context", {"N", "context length in tokens"}},
     {"contexts", {"N,...", "context lengths in tokens"}},
     {"continuation", {"N", "continuation tokens scored for KL"}},
