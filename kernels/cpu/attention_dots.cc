@@ -11,6 +11,7 @@
 #include "kernels/cpu/avx2_sum.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/kv_prefetch.h"
 
 namespace kvserve::cpu {
 namespace {
@@ -96,62 +97,112 @@ inline __m128 Sum8x4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
-template <typename T>
-void ScoreKeysAvx2(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd,
-                   float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+// Logits of kHeads query heads (q [kHeads, hd]) for keys [0, n): each key is loaded (and for
+// f16 pages widened) once for the heads that share it. Every (head, key) dot is summed in the
+// same order as one head alone, so the bits do not depend on kHeads.
+template <int kHeads, typename T>
+void ScoreHeadGroupAvx2(const float* q, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
+                        const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
   const __m128 vscale = _mm_set1_ps(scale);
-  for (int64_t h = 0; h < heads; ++h) {
-    const float* qh = q + h * hd;
-    float* out = logits + h * logits_stride;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      const T* k0 = k + i * k_stride;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int64_t d = 0; d < hd; d += 8) {
-        const __m256 qv = _mm256_loadu_ps(qh + d);
-        a0 = _mm256_fmadd_ps(qv, Load8(k0 + d), a0);
-        a1 = _mm256_fmadd_ps(qv, Load8(k0 + k_stride + d), a1);
-        a2 = _mm256_fmadd_ps(qv, Load8(k0 + 2 * k_stride + d), a2);
-        a3 = _mm256_fmadd_ps(qv, Load8(k0 + 3 * k_stride + d), a3);
-      }
-      const __m128 w = _mm_setr_ps(lw[i * lw_stride], lw[(i + 1) * lw_stride], lw[(i + 2) * lw_stride],
-                                   lw[(i + 3) * lw_stride]);
-      _mm_storeu_ps(out + i, _mm_fmadd_ps(Sum8x4(a0, a1, a2, a3), vscale, w));
+  const int64_t ahead = KvPrefetchDistance();
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const T* k0 = k + i * k_stride;
+    if (ahead > 0) {
+      for (int j = 0; j < 4; ++j) PrefetchKvRow(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
     }
-    // The last keys one at a time, summed and scaled exactly as in a group of four, so a key's
-    // logit has the same bits wherever a run or block boundary puts it (--deterministic).
-    for (; i < n; ++i) {
+    __m256 a[kHeads][4];
+    for (int h = 0; h < kHeads; ++h) {
+      for (int j = 0; j < 4; ++j) a[h][j] = _mm256_setzero_ps();
+    }
+    for (int64_t d = 0; d < hd; d += 8) {
+      const __m256 k_0 = Load8(k0 + d), k_1 = Load8(k0 + k_stride + d), k_2 = Load8(k0 + 2 * k_stride + d),
+                   k_3 = Load8(k0 + 3 * k_stride + d);
+      for (int h = 0; h < kHeads; ++h) {
+        const __m256 qv = _mm256_loadu_ps(q + h * hd + d);
+        a[h][0] = _mm256_fmadd_ps(qv, k_0, a[h][0]);
+        a[h][1] = _mm256_fmadd_ps(qv, k_1, a[h][1]);
+        a[h][2] = _mm256_fmadd_ps(qv, k_2, a[h][2]);
+        a[h][3] = _mm256_fmadd_ps(qv, k_3, a[h][3]);
+      }
+    }
+    const __m128 w = _mm_setr_ps(lw[i * lw_stride], lw[(i + 1) * lw_stride], lw[(i + 2) * lw_stride],
+                                 lw[(i + 3) * lw_stride]);
+    for (int h = 0; h < kHeads; ++h) {
+      _mm_storeu_ps(logits + h * logits_stride + i, _mm_fmadd_ps(Sum8x4(a[h][0], a[h][1], a[h][2], a[h][3]), vscale, w));
+    }
+  }
+  // The last keys one at a time, summed and scaled exactly as in a group of four, so a key's
+  // logit has the same bits wherever a run or block boundary puts it (--deterministic).
+  for (; i < n; ++i) {
+    for (int h = 0; h < kHeads; ++h) {
       __m256 a = _mm256_setzero_ps();
-      for (int64_t d = 0; d < hd; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), Load8(k + i * k_stride + d), a);
+      for (int64_t d = 0; d < hd; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + d), Load8(k + i * k_stride + d), a);
       const __m256 zero = _mm256_setzero_ps();
-      out[i] = _mm_cvtss_f32(_mm_fmadd_ps(Sum8x4(a, zero, zero, zero), vscale, _mm_set_ss(lw[i * lw_stride])));
+      logits[h * logits_stride + i] =
+          _mm_cvtss_f32(_mm_fmadd_ps(Sum8x4(a, zero, zero, zero), vscale, _mm_set_ss(lw[i * lw_stride])));
     }
   }
 }
 
-// Columns [d0, d0 + 8 * kVecs) of one head's output, kept in registers over all n values.
-template <int kVecs, typename T>
-inline void AccumulateColumns(const float* p, const T* v, int64_t v_stride, int64_t n, float* acc) {
-  __m256 a[kVecs];
-  for (int c = 0; c < kVecs; ++c) a[c] = _mm256_loadu_ps(acc + 8 * c);
-  for (int64_t i = 0; i < n; ++i) {
-    const __m256 w = _mm256_set1_ps(p[i]);
-    const T* vi = v + i * v_stride;
-    for (int c = 0; c < kVecs; ++c) a[c] = _mm256_fmadd_ps(w, Load8(vi + 8 * c), a[c]);
+// Two heads share a pass over the keys: eight accumulators, four keys and a query vector fit
+// AVX2's 16 registers (three heads would spill).
+template <typename T>
+void ScoreKeysAvx2(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd,
+                   float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+  int64_t h = 0;
+  for (; h + 2 <= heads; h += 2) {
+    ScoreHeadGroupAvx2<2>(q + h * hd, k, k_stride, n, hd, scale, lw, lw_stride, logits + h * logits_stride,
+                          logits_stride);
   }
-  for (int c = 0; c < kVecs; ++c) _mm256_storeu_ps(acc + 8 * c, a[c]);
+  if (h < heads) {
+    ScoreHeadGroupAvx2<1>(q + h * hd, k, k_stride, n, hd, scale, lw, lw_stride, logits + h * logits_stride,
+                          logits_stride);
+  }
+}
+
+// Columns [0, 8 * kVecs) of kHeads heads' outputs (acc rows hd apart), kept in registers over
+// all n values; each value row is widened once for the heads. Per output element the sum runs
+// over i in order, as with one head alone, so the bits do not depend on the grouping.
+template <int kHeads, int kVecs, typename T>
+inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int64_t v_stride, int64_t n, int64_t hd,
+                              float* acc) {
+  __m256 a[kHeads][kVecs];
+  for (int h = 0; h < kHeads; ++h) {
+    for (int c = 0; c < kVecs; ++c) a[h][c] = _mm256_loadu_ps(acc + h * hd + 8 * c);
+  }
+  const int64_t ahead = KvPrefetchDistance();
+  for (int64_t i = 0; i < n; ++i) {
+    const T* vi = v + i * v_stride;
+    if (ahead > 0) PrefetchKvRow(vi, ahead * v_stride * int64_t{sizeof(T)}, kVecs * 8 * int64_t{sizeof(T)});
+    __m256 x[kVecs];
+    for (int c = 0; c < kVecs; ++c) x[c] = Load8(vi + 8 * c);
+    for (int h = 0; h < kHeads; ++h) {
+      const __m256 w = _mm256_set1_ps(p[h * p_stride + i]);
+      for (int c = 0; c < kVecs; ++c) a[h][c] = _mm256_fmadd_ps(w, x[c], a[h][c]);
+    }
+  }
+  for (int h = 0; h < kHeads; ++h) {
+    for (int c = 0; c < kVecs; ++c) _mm256_storeu_ps(acc + h * hd + 8 * c, a[h][c]);
+  }
+}
+
+// Columns [0, 8 * kVecs) of every head, two heads at a time (8 accumulators, four values and a
+// weight in 16 registers).
+template <int kVecs, typename T>
+void AccumulateColumnsAllHeads(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride,
+                               int64_t n, int64_t hd, float* acc) {
+  int64_t h = 0;
+  for (; h + 2 <= heads; h += 2) AccumulateColumns<2, kVecs>(p + h * p_stride, p_stride, v, v_stride, n, hd, acc + h * hd);
+  if (h < heads) AccumulateColumns<1, kVecs>(p + h * p_stride, p_stride, v, v_stride, n, hd, acc + h * hd);
 }
 
 template <typename T>
 void AccumulateValuesAvx2(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride,
                           int64_t n, int64_t hd, float* acc) {
-  for (int64_t h = 0; h < heads; ++h) {
-    const float* ph = p + h * p_stride;
-    float* ah = acc + h * hd;
-    int64_t d = 0;
-    for (; d + 64 <= hd; d += 64) AccumulateColumns<8>(ph, v + d, v_stride, n, ah + d);
-    for (; d < hd; d += 8) AccumulateColumns<1>(ph, v + d, v_stride, n, ah + d);
-  }
+  int64_t d = 0;
+  for (; d + 32 <= hd; d += 32) AccumulateColumnsAllHeads<4>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d);
+  for (; d < hd; d += 8) AccumulateColumnsAllHeads<1>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d);
 }
 #endif
 

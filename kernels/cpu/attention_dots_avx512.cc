@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/kv_prefetch.h"
 #include "kernels/cpu/avx512_target.h"  // last: what follows is compiled for AVX-512
 
 namespace kvserve::cpu::avx512 {
@@ -48,66 +49,121 @@ inline __m128 Sum16x4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
-template <typename T>
-void ScoreKeysAs(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
-                 const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+// Logits of kHeads query heads (q [kHeads, hd]) for keys [0, n). A group's heads share the
+// keys, so each key is loaded and widened once for all of them rather than once per head
+// (for f16 pages the conversion, not the memory, was the cost). Every (head, key) dot is
+// still summed in the same order as one head alone, so the bits do not depend on kHeads.
+template <int kHeads, typename T>
+void ScoreHeadGroup(const float* q, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
+                    const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
   const __m128 vscale = _mm_set1_ps(scale);
-  for (int64_t h = 0; h < heads; ++h) {
-    const float* qh = q + h * hd;
-    float* out = logits + h * logits_stride;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      const T* k0 = k + i * k_stride;
-      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int64_t d = 0; d < hd; d += 16) {
-        const __m512 qv = _mm512_loadu_ps(qh + d);
-        a0 = _mm512_fmadd_ps(qv, Load16(k0 + d), a0);
-        a1 = _mm512_fmadd_ps(qv, Load16(k0 + k_stride + d), a1);
-        a2 = _mm512_fmadd_ps(qv, Load16(k0 + 2 * k_stride + d), a2);
-        a3 = _mm512_fmadd_ps(qv, Load16(k0 + 3 * k_stride + d), a3);
-      }
-      const __m128 w = _mm_setr_ps(lw[i * lw_stride], lw[(i + 1) * lw_stride], lw[(i + 2) * lw_stride],
-                                   lw[(i + 3) * lw_stride]);
-      _mm_storeu_ps(out + i, _mm_fmadd_ps(Sum16x4(a0, a1, a2, a3), vscale, w));
+  const int64_t ahead = KvPrefetchDistance();
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const T* k0 = k + i * k_stride;
+    if (ahead > 0) {
+      for (int j = 0; j < 4; ++j) PrefetchKvRow(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
     }
-    // The last keys one at a time, summed and scaled exactly as in a group of four, so a key's
-    // logit has the same bits wherever a run or block boundary puts it (--deterministic).
-    for (; i < n; ++i) {
+    __m512 a[kHeads][4];
+    for (int h = 0; h < kHeads; ++h) {
+      for (int j = 0; j < 4; ++j) a[h][j] = _mm512_setzero_ps();
+    }
+    for (int64_t d = 0; d < hd; d += 16) {
+      const __m512 k_0 = Load16(k0 + d), k_1 = Load16(k0 + k_stride + d), k_2 = Load16(k0 + 2 * k_stride + d),
+                   k_3 = Load16(k0 + 3 * k_stride + d);
+      for (int h = 0; h < kHeads; ++h) {
+        const __m512 qv = _mm512_loadu_ps(q + h * hd + d);
+        a[h][0] = _mm512_fmadd_ps(qv, k_0, a[h][0]);
+        a[h][1] = _mm512_fmadd_ps(qv, k_1, a[h][1]);
+        a[h][2] = _mm512_fmadd_ps(qv, k_2, a[h][2]);
+        a[h][3] = _mm512_fmadd_ps(qv, k_3, a[h][3]);
+      }
+    }
+    const __m128 w = _mm_setr_ps(lw[i * lw_stride], lw[(i + 1) * lw_stride], lw[(i + 2) * lw_stride],
+                                 lw[(i + 3) * lw_stride]);
+    for (int h = 0; h < kHeads; ++h) {
+      _mm_storeu_ps(logits + h * logits_stride + i, _mm_fmadd_ps(Sum16x4(a[h][0], a[h][1], a[h][2], a[h][3]), vscale, w));
+    }
+  }
+  // The last keys one at a time, summed and scaled exactly as in a group of four, so a key's
+  // logit has the same bits wherever a run or block boundary puts it (--deterministic).
+  for (; i < n; ++i) {
+    for (int h = 0; h < kHeads; ++h) {
       __m512 a = _mm512_setzero_ps();
-      for (int64_t d = 0; d < hd; d += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(qh + d), Load16(k + i * k_stride + d), a);
+      for (int64_t d = 0; d < hd; d += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * hd + d), Load16(k + i * k_stride + d), a);
       const __m512 zero = _mm512_setzero_ps();
-      out[i] = _mm_cvtss_f32(_mm_fmadd_ps(Sum16x4(a, zero, zero, zero), vscale, _mm_set_ss(lw[i * lw_stride])));
+      logits[h * logits_stride + i] =
+          _mm_cvtss_f32(_mm_fmadd_ps(Sum16x4(a, zero, zero, zero), vscale, _mm_set_ss(lw[i * lw_stride])));
     }
   }
 }
 
-// Columns [0, 16 * kVecs) of one head's output, kept in registers over all n values.
-template <int kVecs, typename T>
-inline void AccumulateColumns(const float* p, const T* v, int64_t v_stride, int64_t n, float* acc) {
-  __m512 a[kVecs];
-  for (int c = 0; c < kVecs; ++c) a[c] = _mm512_loadu_ps(acc + 16 * c);
-  for (int64_t i = 0; i < n; ++i) {
-    const __m512 w = _mm512_set1_ps(p[i]);
-    const T* vi = v + i * v_stride;
-    for (int c = 0; c < kVecs; ++c) a[c] = _mm512_fmadd_ps(w, Load16(vi + 16 * c), a[c]);
+// Up to four heads share one pass over the keys: 16 accumulators, four widened keys and a
+// query vector fit AVX-512's 32 registers.
+template <typename T>
+void ScoreKeysAs(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
+                 const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+  for (int64_t h = 0; h < heads; h += 4) {
+    const float* qh = q + h * hd;
+    float* out = logits + h * logits_stride;
+    switch (heads - h >= 4 ? 4 : heads - h) {  // not std::min: no shared inline code here (avx512_target.h)
+      case 4: ScoreHeadGroup<4>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride); break;
+      case 3: ScoreHeadGroup<3>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride); break;
+      case 2: ScoreHeadGroup<2>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride); break;
+      default: ScoreHeadGroup<1>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride); break;
+    }
   }
-  for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(acc + 16 * c, a[c]);
+}
+
+// Columns [0, 16 * kVecs) of kHeads heads' outputs (acc rows hd apart), kept in registers over
+// all n values; each value row is widened once for every head. Per output element the sum
+// runs over i in order, as with one head alone, so the bits do not depend on the grouping.
+template <int kHeads, int kVecs, typename T>
+inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int64_t v_stride, int64_t n, int64_t hd,
+                              float* acc) {
+  __m512 a[kHeads][kVecs];
+  for (int h = 0; h < kHeads; ++h) {
+    for (int c = 0; c < kVecs; ++c) a[h][c] = _mm512_loadu_ps(acc + h * hd + 16 * c);
+  }
+  const int64_t ahead = KvPrefetchDistance();
+  for (int64_t i = 0; i < n; ++i) {
+    const T* vi = v + i * v_stride;
+    if (ahead > 0) PrefetchKvRow(vi, ahead * v_stride * int64_t{sizeof(T)}, kVecs * 16 * int64_t{sizeof(T)});
+    __m512 x[kVecs];
+    for (int c = 0; c < kVecs; ++c) x[c] = Load16(vi + 16 * c);
+    for (int h = 0; h < kHeads; ++h) {
+      const __m512 w = _mm512_set1_ps(p[h * p_stride + i]);
+      for (int c = 0; c < kVecs; ++c) a[h][c] = _mm512_fmadd_ps(w, x[c], a[h][c]);
+    }
+  }
+  for (int h = 0; h < kHeads; ++h) {
+    for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(acc + h * hd + 16 * c, a[h][c]);
+  }
+}
+
+// Columns [0, 16 * kVecs) of `heads` heads, four heads at a time (16 accumulators, four
+// widened values and a weight in AVX-512's 32 registers).
+template <int kVecs, typename T>
+void AccumulateColumnsAllHeads(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride,
+                               int64_t n, int64_t hd, float* acc) {
+  for (int64_t h = 0; h < heads; h += 4) {
+    const float* ph = p + h * p_stride;
+    float* ah = acc + h * hd;
+    switch (heads - h >= 4 ? 4 : heads - h) {  // not std::min: no shared inline code here (avx512_target.h)
+      case 4: AccumulateColumns<4, kVecs>(ph, p_stride, v, v_stride, n, hd, ah); break;
+      case 3: AccumulateColumns<3, kVecs>(ph, p_stride, v, v_stride, n, hd, ah); break;
+      case 2: AccumulateColumns<2, kVecs>(ph, p_stride, v, v_stride, n, hd, ah); break;
+      default: AccumulateColumns<1, kVecs>(ph, p_stride, v, v_stride, n, hd, ah); break;
+    }
+  }
 }
 
 template <typename T>
 void AccumulateValuesAs(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride, int64_t n,
                         int64_t hd, float* acc) {
-  for (int64_t h = 0; h < heads; ++h) {
-    const float* ph = p + h * p_stride;
-    float* ah = acc + h * hd;
-    int64_t d = 0;
-    for (; d + 128 <= hd; d += 128) AccumulateColumns<8>(ph, v + d, v_stride, n, ah + d);
-    if (hd - d == 64) {
-      AccumulateColumns<4>(ph, v + d, v_stride, n, ah + d);
-      continue;
-    }
-    for (; d < hd; d += 16) AccumulateColumns<1>(ph, v + d, v_stride, n, ah + d);
-  }
+  int64_t d = 0;
+  for (; d + 64 <= hd; d += 64) AccumulateColumnsAllHeads<4>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d);
+  for (; d < hd; d += 16) AccumulateColumnsAllHeads<1>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d);
 }
 
 }  // namespace

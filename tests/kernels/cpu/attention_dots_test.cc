@@ -44,8 +44,9 @@ TEST(AttentionDotsTest, ScoreKeysEqualsPlainDotProducts) {
   for (DType type : {DType::kF32, DType::kF16})
   for (int64_t hd : {8, 16, 24, 48, 64, 72, 80, 128, 192, 6}) {
     SCOPED_TRACE(IsaTrace(isa));
-    for (int64_t n : {1, 3, 4, 5, 7, 16}) {
-      const int64_t heads = 3, k_stride = hd * 2 + 8, lw_stride = 3, out_stride = n + 2;
+    for (int64_t n : {1, 3, 4, 5, 7, 16})
+    for (int64_t heads : {1, 3, 4, 5, 9}) {
+      const int64_t k_stride = hd * 2 + 8, lw_stride = 3, out_stride = n + 2;
       const auto q = RandomFloats(heads * hd, 1);
       const Stored stored = Store(RandomFloats(n * k_stride, 2), type);
       const std::vector<float>& k = stored.values;
@@ -97,8 +98,9 @@ TEST(AttentionDotsTest, AccumulateValuesAddsWeightedRows) {
   for (DType type : {DType::kF32, DType::kF16})
   for (int64_t hd : {8, 16, 24, 48, 64, 72, 80, 128, 192, 6}) {
     SCOPED_TRACE(IsaTrace(isa));
-    for (int64_t n : {1, 5, 16}) {
-      const int64_t heads = 2, v_stride = hd + 16, p_stride = n + 1;
+    for (int64_t n : {1, 5, 16})
+    for (int64_t heads : {1, 2, 3, 4, 5, 9}) {
+      const int64_t v_stride = hd + 16, p_stride = n + 1;
       const auto p = RandomFloats(heads * p_stride, 4);
       const Stored stored = Store(RandomFloats(n * v_stride, 5), type);
       const std::vector<float>& v = stored.values;
@@ -112,6 +114,35 @@ TEST(AttentionDotsTest, AccumulateValuesAddsWeightedRows) {
           EXPECT_NEAR(got[h * hd + d], want, 1e-5) << DTypeName(type) << " hd " << hd << " n " << n << " head " << h << " col " << d;
         }
       }
+    }
+  }
+}
+
+TEST(AttentionDotsTest, AHeadGetsTheSameBitsWhicheverHeadsShareTheCall) {
+  // The kernels take a group's query heads together (each key widened once for all of them);
+  // a head's logits and outputs must not depend on that, or a model's group size would change
+  // its numerics and --deterministic's batched == alone could break on a different grouping.
+  for (CpuIsa isa : IsasThisCpuRuns())
+  for (DType type : {DType::kF32, DType::kF16})
+  for (int64_t hd : {16, 64, 72, 128}) {
+    SCOPED_TRACE(IsaTrace(isa));
+    const int64_t heads = 9, n = 13, stride = hd + 8;
+    const auto q = RandomFloats(heads * hd, 61);
+    const Stored keys = Store(RandomFloats(n * stride, 62), type);
+    const Stored values = Store(RandomFloats(n * stride, 63), type);
+    const auto lw = RandomFloats(n, 64, 2.0f);
+    const auto p = RandomFloats(heads * n, 65);
+    std::vector<float> logits(heads * n), acc(heads * hd, 0.5f);
+    KernelsFor(isa).score_keys(q.data(), heads, keys.data(type), type, stride, n, hd, 0.125f, lw.data(), 1,
+                               logits.data(), n);
+    KernelsFor(isa).accumulate_values(p.data(), n, heads, values.data(type), type, stride, n, hd, acc.data());
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<float> one_logits(n), one_acc(hd, 0.5f);
+      KernelsFor(isa).score_keys(q.data() + h * hd, 1, keys.data(type), type, stride, n, hd, 0.125f, lw.data(), 1,
+                                 one_logits.data(), n);
+      KernelsFor(isa).accumulate_values(p.data() + h * n, n, 1, values.data(type), type, stride, n, hd, one_acc.data());
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(one_logits[i], logits[h * n + i]) << DTypeName(type) << " hd " << hd << " head " << h << " key " << i;
+      for (int64_t d = 0; d < hd; ++d) EXPECT_EQ(one_acc[d], acc[h * hd + d]) << DTypeName(type) << " hd " << hd << " head " << h << " col " << d;
     }
   }
 }
