@@ -14,6 +14,9 @@ namespace kvserve::cpu {
 using QuantDotFn = float(DType w, const void* w_row, const void* act_row, int64_t n);
 using QuantDotRowsFn = void(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const void* act_row,
                             int64_t n, float* out, int64_t out_stride);
+using QuantDotRowsTokensFn = void(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows,
+                                  const uint8_t* act_rows, int64_t act_row_bytes, int64_t n_tokens, int64_t n, float* out,
+                                  int64_t out_token_stride);
 using ScoreKeysFn = void(const float* q, int64_t heads, const void* k, DType type, int64_t k_stride, int64_t n,
                          int64_t hd, float scale, const float* lw, int64_t lw_stride, float* logits,
                          int64_t logits_stride);
@@ -25,6 +28,7 @@ struct CpuKernels {
   CpuIsa isa;
   QuantDotFn* quant_dot;
   QuantDotRowsFn* quant_dot_rows;
+  QuantDotRowsTokensFn* quant_dot_rows_tokens;
   ScoreKeysFn* score_keys;
   AccumulateValuesFn* accumulate_values;
   ExpShiftedSumFn* exp_shifted_sum;
@@ -54,6 +58,7 @@ class ScopedCpuIsa {
 namespace avx2 {
 QuantDotFn QuantDot;
 QuantDotRowsFn QuantDotRows;
+QuantDotRowsTokensFn QuantDotRowsTokens;
 ScoreKeysFn ScoreKeys;
 AccumulateValuesFn AccumulateValues;
 ExpShiftedSumFn ExpShiftedSum;
@@ -61,6 +66,7 @@ ExpShiftedSumFn ExpShiftedSum;
 namespace avx512 {
 QuantDotFn QuantDot;
 QuantDotRowsFn QuantDotRows;
+QuantDotRowsTokensFn QuantDotRowsTokens;
 ScoreKeysFn ScoreKeys;
 AccumulateValuesFn AccumulateValues;
 ExpShiftedSumFn ExpShiftedSum;

@@ -50,9 +50,7 @@ void QuantDotTasks(const WeightView* ws, float* const* ys, int64_t count, const 
     const int64_t r0 = (task - first[i]) * kRowsPerTask;
     const int64_t rows = std::min(kRowsPerTask, w.rows - r0);
     const int64_t row_bytes = RowBytes(w.dtype, w.cols);
-    for (int64_t t = 0; t < n; ++t) {
-      QuantDotRows(w.dtype, RowPtr(w, r0), row_bytes, rows, a + t * act_row_bytes, w.cols, ys[i] + t * w.rows + r0, 1);
-    }
+    QuantDotRowsTokens(w.dtype, RowPtr(w, r0), row_bytes, rows, a, act_row_bytes, n, w.cols, ys[i] + r0, w.rows);
   }
 }
 

@@ -10,7 +10,11 @@ namespace kvserve::cpu {
 // per 32-block (memory-bound decode, the arithmetic llama.cpp uses there); from it on, and for
 // every other type, weight tiles are dequantized and fed to OpenBLAS sgemm in fp32, which
 // keeps prefill logits within ~0.01 of an fp64 reference (8-bit activations move them ~0.2).
-constexpr int64_t kQuantDotMaxTokens = 8;
+// 64, not 8: a step of B batched decodes is B tokens, and dequantizing every weight for each
+// such step made 8 concurrent requests decode slower in total than one alone; the token-batch
+// kernel (QuantDotRowsTokens) beats dequantize + sgemm up to at least 64 tokens (docs/PERF.md).
+// Prompts of 64 tokens and more keep sgemm's fp32 precision.
+constexpr int64_t kQuantDotMaxTokens = 64;
 
 // OpenBLAS's own thread pool stays at one thread: our OpenMP threads each call sgemm on their
 // own tile (two spinning pools on the same cores made prefill 7x slower). Call before sgemm.

@@ -140,6 +140,15 @@ void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_r
   for (; r < n_rows; ++r) out[r * out_stride] = QuantDot(w, w_rows + r * row_bytes, act_row, n);
 }
 
+// A token at a time: with 16 registers there is no room to keep a row pair's unpacked blocks
+// and several tokens' accumulators (the AVX-512 version shares the unpacking).
+void QuantDotRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const uint8_t* act_rows,
+                        int64_t act_row_bytes, int64_t n_tokens, int64_t n, float* out, int64_t out_token_stride) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    QuantDotRows(w, w_rows, row_bytes, n_rows, act_rows + t * act_row_bytes, n, out + t * out_token_stride, 1);
+  }
+}
+
 }  // namespace avx2
 
 void QuantizeRowQ8_0(const float* x, void* dst, int64_t n) {
@@ -188,6 +197,12 @@ float QuantDot(DType w, const void* w_row, const void* act_row, int64_t n) {
 void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const void* act_row, int64_t n,
                   float* out, int64_t out_stride) {
   ActiveKernels().quant_dot_rows(w, w_rows, row_bytes, n_rows, act_row, n, out, out_stride);
+}
+
+void QuantDotRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const uint8_t* act_rows,
+                        int64_t act_row_bytes, int64_t n_tokens, int64_t n, float* out, int64_t out_token_stride) {
+  ActiveKernels().quant_dot_rows_tokens(w, w_rows, row_bytes, n_rows, act_rows, act_row_bytes, n_tokens, n, out,
+                                        out_token_stride);
 }
 
 float QuantDotReference(DType w, const void* w_row, const void* act_row, int64_t n) {

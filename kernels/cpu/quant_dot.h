@@ -25,6 +25,13 @@ float QuantDot(DType w, const void* w_row, const void* act_row, int64_t n);
 void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows,
                   const void* act_row, int64_t n, float* out, int64_t out_stride);
 
+// out[t * out_token_stride + r] = QuantDot of rows r in [0, n_rows) with activation rows t in
+// [0, n_tokens) (row t at act_rows + t * act_row_bytes): a batch of tokens against a tile of
+// weight rows, each weight block unpacked once for all tokens where the ISA has the registers.
+// Each result has the same bits as QuantDotRows gives it alone, whatever n_tokens is.
+void QuantDotRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const uint8_t* act_rows,
+                        int64_t act_row_bytes, int64_t n_tokens, int64_t n, float* out, int64_t out_token_stride);
+
 // Plain scalar versions: the reference the SIMD versions are tested against.
 float QuantDotReference(DType w, const void* w_row, const void* act_row, int64_t n);
 

@@ -96,6 +96,63 @@ void DotQ4_1Rows(const BlockQ4_1* const* w, const BlockQ8_1* a, int64_t nb, floa
   for (int r = 0; r < R; ++r) out[r * out_stride] = _mm512_reduce_add_ps(acc[r]) + SumOddLanes(mins[r]);
 }
 
+// R Q4_1 rows against T Q8_1 activation rows (a[t], a batch's tokens): out[t * out_token_stride
+// + r]. Each weight block pair is unpacked once for all T tokens (a batch of decodes otherwise
+// unpacks every weight once per token). Per (row, token) the operations are DotQ4_1Rows'
+// exactly, in the same order, so a token's result has the same bits whatever batch it is in.
+template <int R, int T>
+void DotQ4_1RowsTokens(const BlockQ4_1* const* w, const BlockQ8_1* const* a, int64_t nb, float* out,
+                       int64_t out_token_stride) {
+  __m512 acc[R][T];
+  __m128 mins[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      acc[r][t] = _mm512_setzero_ps();
+      mins[r][t] = _mm_setzero_ps();
+    }
+  }
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool pair = b + 1 < nb;
+    __m512i q4[R];
+    __m128 dm[R];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ4_1& w1 = pair ? w[r][b + 1] : kZeroQ4_1;
+      q4[r] = UnpackNibblePair(w[r][b].qs, w1.qs);
+      dm[r] = LoadHalfPairs(&w[r][b].d, &w1.d);
+    }
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_1& a1 = pair ? a[t][b + 1] : kZeroQ8_1;
+      const __m512i q8 = LoadQ8PairForQ4(a[t][b].qs, a1.qs);
+      const __m128 ds = LoadHalfPairs(&a[t][b].d, &a1.d);
+      for (int r = 0; r < R; ++r) {
+        const __m128 p = _mm_mul_ps(dm[r], ds);
+        const __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q4[r], q8);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), SpreadQ4PairScale(p, 2), acc[r][t]);
+        mins[r][t] = _mm_add_ps(mins[r][t], p);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) out[t * out_token_stride + r] = _mm512_reduce_add_ps(acc[r][t]) + SumOddLanes(mins[r][t]);
+  }
+}
+
+// Rows [0, n_rows) of Q4_1 weights against tokens [0, T) of a: two rows at a time, then one.
+template <int T>
+void DotQ4_1AllRows(const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const BlockQ8_1* const* a, int64_t nb,
+                    float* out, int64_t out_token_stride) {
+  const auto row = [&](int64_t i) { return reinterpret_cast<const BlockQ4_1*>(w_rows + i * row_bytes); };
+  int64_t r = 0;
+  for (; r + 2 <= n_rows; r += 2) {
+    const BlockQ4_1* rows[2] = {row(r), row(r + 1)};
+    DotQ4_1RowsTokens<2, T>(rows, a, nb, out + r, out_token_stride);
+  }
+  if (r < n_rows) {
+    const BlockQ4_1* rows[1] = {row(r)};
+    DotQ4_1RowsTokens<1, T>(rows, a, nb, out + r, out_token_stride);
+  }
+}
+
 float DotQ4_0Q8_0(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
   // (q4 - 8) * q8 = q4 * q8 - 8 * q8, per int32 lane: vpdpbusd needs its first operand unsigned.
   const __m512i eight = _mm512_set1_epi8(8);
@@ -172,6 +229,29 @@ void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_r
     }
   }
   for (; r < n_rows; ++r) out[r * out_stride] = QuantDot(w, w_rows + r * row_bytes, act_row, n);
+}
+
+void QuantDotRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const uint8_t* act_rows,
+                        int64_t act_row_bytes, int64_t n_tokens, int64_t n, float* out, int64_t out_token_stride) {
+  if (w != DType::kQ4_1) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      QuantDotRows(w, w_rows, row_bytes, n_rows, act_rows + t * act_row_bytes, n, out + t * out_token_stride, 1);
+    }
+    return;
+  }
+  const int64_t nb = n / kQK;
+  for (int64_t t = 0; t < n_tokens; t += 4) {
+    const BlockQ8_1* a[4];
+    const int64_t count = n_tokens - t >= 4 ? 4 : n_tokens - t;  // not std::min: avx512_target.h
+    for (int64_t i = 0; i < count; ++i) a[i] = reinterpret_cast<const BlockQ8_1*>(act_rows + (t + i) * act_row_bytes);
+    float* o = out + t * out_token_stride;
+    switch (count) {
+      case 4: DotQ4_1AllRows<4>(w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+      case 3: DotQ4_1AllRows<3>(w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+      case 2: DotQ4_1AllRows<2>(w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+      default: DotQ4_1AllRows<1>(w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+    }
+  }
 }
 
 }  // namespace kvserve::cpu::avx512

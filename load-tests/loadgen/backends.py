@@ -93,7 +93,10 @@ class LlamaServerBackend:
 
     async def open(self):
         import aiohttp
-        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        # A connection per request: llama-server drops idle keep-alive connections, and a pooled
+        # one it has closed failed a request now and then ("Can not write request body").
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout),
+                                             connector=aiohttp.TCPConnector(force_close=True))
 
     async def close(self):
         await self.session.close()

@@ -101,6 +101,39 @@ TEST_P(QuantDotTest, RowsKernelGivesEachRowTheBitsOfItsOneRowDot) {
   }
 }
 
+TEST_P(QuantDotTest, TokensKernelGivesEachTokenTheBitsOfItsOneTokenDot) {
+  // A batch of decodes goes through quant_dot_rows_tokens (weights unpacked once for all
+  // tokens); each (row, token) must equal the one-token kernel bit for bit, so a request's
+  // output does not depend on what else is batched with it, and stay near the reference.
+  const DType w = type();
+  const DType a_type = ActivationTypeFor(w);
+  for (int64_t n : {96, 576})
+  for (int64_t rows : {1, 2, 3, 16})
+  for (int64_t tokens : {1, 2, 3, 4, 5, 7, 8, 9, 17}) {
+    auto weights = RandomQuantRows(w, rows, n, 41 + static_cast<uint32_t>(rows));
+    const int64_t act_bytes = RowBytes(a_type, n);
+    std::vector<uint8_t> acts;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const auto act = QuantizedActivations(w, RandomFloats(n, 42 + static_cast<uint32_t>(t), 2.0f));
+      acts.insert(acts.end(), act.begin(), act.end());
+    }
+    const int64_t stride = rows + 2;
+    std::vector<float> out(tokens * stride, -1.0f);
+    kernels().quant_dot_rows_tokens(w, weights.data(), RowBytes(w, n), rows, acts.data(), act_bytes, tokens, n,
+                                    out.data(), stride);
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<float> alone(rows);
+      kernels().quant_dot_rows(w, weights.data(), RowBytes(w, n), rows, acts.data() + t * act_bytes, n, alone.data(), 1);
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(out[t * stride + r], alone[r]) << "n " << n << " rows " << rows << " tokens " << tokens << " token " << t << " row " << r;
+        const float ref = QuantDotReference(w, weights.data() + r * RowBytes(w, n), acts.data() + t * act_bytes, n);
+        EXPECT_NEAR(out[t * stride + r], ref, 1e-4f * (1.0f + std::fabs(ref)));
+      }
+      EXPECT_EQ(out[t * stride + rows], -1.0f) << "wrote past the rows";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(IsasAndTypes, QuantDotTest,
                          ::testing::Combine(::testing::ValuesIn(kAllCpuIsas),
                                             ::testing::Values(DType::kQ4_1, DType::kQ4_0, DType::kQ8_0)),
