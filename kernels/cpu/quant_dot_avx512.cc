@@ -193,6 +193,74 @@ float DotQ8_0Q8_0(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
   return _mm512_reduce_add_ps(acc);
 }
 
+// R Q8_0 rows against T Q8_0 activation rows, as DotQ4_1RowsTokens does for Q4_1: each weight
+// block pair is loaded and flipped once for all T tokens, each token's bias once for all R
+// rows; per (row, token) the operations are DotQ8_0Q8_0's, in its order (the same bits).
+template <int R, int T>
+void DotQ8_0RowsTokens(const BlockQ8_0* const* w, const BlockQ8_0* const* a, int64_t nb, float* out,
+                       int64_t out_token_stride) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool pair = b + 1 < nb;
+    __m512i qw[R];
+    __m128 dw[R];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ8_0& w1 = pair ? w[r][b + 1] : kZeroQ8_0;
+      qw[r] = _mm512_xor_si512(
+          _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r][b].qs))),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w1.qs)), 1),
+          flip);
+      dw[r] = LoadHalves(&w[r][b].d, &w1.d);
+    }
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_0& a1 = pair ? a[t][b + 1] : kZeroQ8_0;
+      const __m512i qa = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].qs))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a1.qs)), 1);
+      const __m512i bias = _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, qa);
+      const __m128 da = LoadHalves(&a[t][b].d, &a1.d);
+      for (int r = 0; r < R; ++r) {
+        const __m512i dots = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qw[r], qa), bias);
+        const __m128 scale = _mm_mul_ps(dw[r], da);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(scale)),
+                                    acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) out[t * out_token_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
+// Rows [0, n_rows) of Q4_1 or Q8_0 weights against tokens [0, T) of a: two rows at a time,
+// then one.
+template <int T>
+void DotAllRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const void* const* a,
+                      int64_t nb, float* out, int64_t out_token_stride) {
+  if (w == DType::kQ4_1) {
+    const BlockQ8_1* acts[T];
+    for (int t = 0; t < T; ++t) acts[t] = static_cast<const BlockQ8_1*>(a[t]);
+    return DotQ4_1AllRows<T>(w_rows, row_bytes, n_rows, acts, nb, out, out_token_stride);
+  }
+  const auto row = [&](int64_t i) { return reinterpret_cast<const BlockQ8_0*>(w_rows + i * row_bytes); };
+  const BlockQ8_0* acts[T];
+  for (int t = 0; t < T; ++t) acts[t] = static_cast<const BlockQ8_0*>(a[t]);
+  int64_t r = 0;
+  for (; r + 2 <= n_rows; r += 2) {
+    const BlockQ8_0* rows[2] = {row(r), row(r + 1)};
+    DotQ8_0RowsTokens<2, T>(rows, acts, nb, out + r, out_token_stride);
+  }
+  if (r < n_rows) {
+    const BlockQ8_0* rows[1] = {row(r)};
+    DotQ8_0RowsTokens<1, T>(rows, acts, nb, out + r, out_token_stride);
+  }
+}
+
 }  // namespace
 
 float QuantDot(DType w, const void* w_row, const void* act_row, int64_t n) {
@@ -234,8 +302,8 @@ void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_r
 void QuantDotRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const uint8_t* act_rows,
                         int64_t act_row_bytes, int64_t n_tokens, int64_t n, float* out, int64_t out_token_stride) {
   // One token (batch-1 decode): the rows kernel's four rows per activation load is faster
-  // there, and gives the same bits.
-  if (w != DType::kQ4_1 || n_tokens == 1) {
+  // there, and gives the same bits. Q4_0 has no token-batch kernel: a token at a time.
+  if ((w != DType::kQ4_1 && w != DType::kQ8_0) || n_tokens == 1) {
     for (int64_t t = 0; t < n_tokens; ++t) {
       QuantDotRows(w, w_rows, row_bytes, n_rows, act_rows + t * act_row_bytes, n, out + t * out_token_stride, 1);
     }
@@ -243,15 +311,15 @@ void QuantDotRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64
   }
   const int64_t nb = n / kQK;
   for (int64_t t = 0; t < n_tokens; t += 4) {
-    const BlockQ8_1* a[4];
+    const void* a[4];
     const int64_t count = n_tokens - t >= 4 ? 4 : n_tokens - t;  // not std::min: avx512_target.h
-    for (int64_t i = 0; i < count; ++i) a[i] = reinterpret_cast<const BlockQ8_1*>(act_rows + (t + i) * act_row_bytes);
+    for (int64_t i = 0; i < count; ++i) a[i] = act_rows + (t + i) * act_row_bytes;
     float* o = out + t * out_token_stride;
     switch (count) {
-      case 4: DotQ4_1AllRows<4>(w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
-      case 3: DotQ4_1AllRows<3>(w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
-      case 2: DotQ4_1AllRows<2>(w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
-      default: DotQ4_1AllRows<1>(w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+      case 4: DotAllRowsTokens<4>(w, w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+      case 3: DotAllRowsTokens<3>(w, w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+      case 2: DotAllRowsTokens<2>(w, w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+      default: DotAllRowsTokens<1>(w, w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
     }
   }
 }
