@@ -26,6 +26,7 @@ using ExpShiftedSumFn = float(float* x, int64_t n, float shift);
 
 struct CpuKernels {
   CpuIsa isa;
+  int64_t quant_dot_max_tokens;  // matmul.h's QuantDotMaxTokens(): where sgemm takes over
   QuantDotFn* quant_dot;
   QuantDotRowsFn* quant_dot_rows;
   QuantDotRowsTokensFn* quant_dot_rows_tokens;

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/avx2_sum.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/quant_dot.h"
 
 namespace kvserve::cpu {
@@ -112,6 +113,8 @@ void UseSingleThreadedBlas() {
   (void)once;
 }
 
+int64_t QuantDotMaxTokens() { return ActiveKernels().quant_dot_max_tokens; }
+
 void MatMul(const WeightView& w, const float* x, float* y, int64_t n) { MatMulShared(&w, &y, 1, x, n); }
 
 void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const float* x, int64_t n,
@@ -120,7 +123,7 @@ void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const f
   const bool invariant = determinism == Determinism::kBatchInvariant;
   // Batch-invariant: the decode kernel for every token count (each token's row is quantized
   // and dotted on its own, and a row's bits do not depend on how rows are grouped).
-  const int64_t dot_below = invariant ? std::numeric_limits<int64_t>::max() : kQuantDotMaxTokens;
+  const int64_t dot_below = invariant ? std::numeric_limits<int64_t>::max() : QuantDotMaxTokens();
   const DType act = ActivationTypeFor(ws[0].dtype);
   bool fused = act != DType::kF32 && n < dot_below && count <= 8;
   for (int64_t i = 1; i < count && fused; ++i) {

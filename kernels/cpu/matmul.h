@@ -6,15 +6,16 @@
 
 namespace kvserve::cpu {
 
-// Below this many tokens a Q4_0/Q4_1/Q8_0 weight is multiplied with activations quantized
-// per 32-block (memory-bound decode, the arithmetic llama.cpp uses there); from it on, and for
-// every other type, weight tiles are dequantized and fed to OpenBLAS sgemm in fp32, which
-// keeps prefill logits within ~0.01 of an fp64 reference (8-bit activations move them ~0.2).
-// 64, not 8: a step of B batched decodes is B tokens, and dequantizing every weight for each
-// such step made 8 concurrent requests decode slower in total than one alone; the token-batch
-// kernel (QuantDotRowsTokens) beats dequantize + sgemm up to at least 64 tokens (docs/PERF.md).
-// Prompts of 64 tokens and more keep sgemm's fp32 precision.
-constexpr int64_t kQuantDotMaxTokens = 64;
+// Below QuantDotMaxTokens() tokens a Q4_0/Q4_1/Q8_0 weight is multiplied with activations
+// quantized per 32-block (memory-bound decode, the arithmetic llama.cpp uses there); from it on,
+// and for every other type, weight tiles are dequantized and fed to OpenBLAS sgemm in fp32,
+// which keeps prefill logits within ~0.01 of an fp64 reference (8-bit activations move them
+// ~0.2). The bound is the active kernel table's (kernel_table.h): 64 with AVX-512, whose
+// token-batch kernel unpacks each weight block once for four tokens and beats dequantize +
+// sgemm for a step of up to 64 batched decodes (docs/PERF.md: at 8 it had made 8 concurrent
+// requests decode slower in total than one); 8 with AVX2, which dots a token at a time.
+// Prompts of 64 tokens and more keep sgemm's fp32 precision on both.
+int64_t QuantDotMaxTokens();
 
 // OpenBLAS's own thread pool stays at one thread: our OpenMP threads each call sgemm on their
 // own tile (two spinning pools on the same cores made prefill 7x slower). Call before sgemm.
