@@ -101,7 +101,7 @@ void DotQ4_1Rows(const BlockQ4_1* const* w, const BlockQ8_1* a, int64_t nb, floa
 // unpacks every weight once per token). Per (row, token) the operations are DotQ4_1Rows'
 // exactly, in the same order, so a token's result has the same bits whatever batch it is in.
 template <int R, int T>
-void DotQ4_1RowsTokens(const BlockQ4_1* const* w, const BlockQ8_1* const* a, int64_t nb, float* out,
+void DotRowsTokens(const BlockQ4_1* const* w, const BlockQ8_1* const* a, int64_t nb, float* out,
                        int64_t out_token_stride) {
   __m512 acc[R][T];
   __m128 mins[R][T];
@@ -134,22 +134,6 @@ void DotQ4_1RowsTokens(const BlockQ4_1* const* w, const BlockQ8_1* const* a, int
   }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) out[t * out_token_stride + r] = _mm512_reduce_add_ps(acc[r][t]) + SumOddLanes(mins[r][t]);
-  }
-}
-
-// Rows [0, n_rows) of Q4_1 weights against tokens [0, T) of a: two rows at a time, then one.
-template <int T>
-void DotQ4_1AllRows(const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const BlockQ8_1* const* a, int64_t nb,
-                    float* out, int64_t out_token_stride) {
-  const auto row = [&](int64_t i) { return reinterpret_cast<const BlockQ4_1*>(w_rows + i * row_bytes); };
-  int64_t r = 0;
-  for (; r + 2 <= n_rows; r += 2) {
-    const BlockQ4_1* rows[2] = {row(r), row(r + 1)};
-    DotQ4_1RowsTokens<2, T>(rows, a, nb, out + r, out_token_stride);
-  }
-  if (r < n_rows) {
-    const BlockQ4_1* rows[1] = {row(r)};
-    DotQ4_1RowsTokens<1, T>(rows, a, nb, out + r, out_token_stride);
   }
 }
 
@@ -193,11 +177,11 @@ float DotQ8_0Q8_0(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
   return _mm512_reduce_add_ps(acc);
 }
 
-// R Q8_0 rows against T Q8_0 activation rows, as DotQ4_1RowsTokens does for Q4_1: each weight
+// R Q8_0 rows against T Q8_0 activation rows, as DotRowsTokens does for Q4_1: each weight
 // block pair is loaded and flipped once for all T tokens, each token's bias once for all R
 // rows; per (row, token) the operations are DotQ8_0Q8_0's, in its order (the same bits).
 template <int R, int T>
-void DotQ8_0RowsTokens(const BlockQ8_0* const* w, const BlockQ8_0* const* a, int64_t nb, float* out,
+void DotRowsTokens(const BlockQ8_0* const* w, const BlockQ8_0* const* a, int64_t nb, float* out,
                        int64_t out_token_stride) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
@@ -237,27 +221,32 @@ void DotQ8_0RowsTokens(const BlockQ8_0* const* w, const BlockQ8_0* const* a, int
   }
 }
 
-// Rows [0, n_rows) of Q4_1 or Q8_0 weights against tokens [0, T) of a: two rows at a time,
-// then one.
+// Rows [0, n_rows) of weights in blocks WB against tokens [0, T) of activations in blocks AB
+// (a[t]): two rows at a time, then one, through DotRowsTokens for that pair of block types.
+template <int T, typename WB, typename AB>
+void DotAllRowsTokens(const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const void* const* a, int64_t nb,
+                      float* out, int64_t out_token_stride) {
+  const auto row = [&](int64_t i) { return reinterpret_cast<const WB*>(w_rows + i * row_bytes); };
+  const AB* acts[T];
+  for (int t = 0; t < T; ++t) acts[t] = static_cast<const AB*>(a[t]);
+  int64_t r = 0;
+  for (; r + 2 <= n_rows; r += 2) {
+    const WB* rows[2] = {row(r), row(r + 1)};
+    DotRowsTokens<2, T>(rows, acts, nb, out + r, out_token_stride);
+  }
+  if (r < n_rows) {
+    const WB* rows[1] = {row(r)};
+    DotRowsTokens<1, T>(rows, acts, nb, out + r, out_token_stride);
+  }
+}
+
 template <int T>
 void DotAllRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const void* const* a,
                       int64_t nb, float* out, int64_t out_token_stride) {
   if (w == DType::kQ4_1) {
-    const BlockQ8_1* acts[T];
-    for (int t = 0; t < T; ++t) acts[t] = static_cast<const BlockQ8_1*>(a[t]);
-    return DotQ4_1AllRows<T>(w_rows, row_bytes, n_rows, acts, nb, out, out_token_stride);
-  }
-  const auto row = [&](int64_t i) { return reinterpret_cast<const BlockQ8_0*>(w_rows + i * row_bytes); };
-  const BlockQ8_0* acts[T];
-  for (int t = 0; t < T; ++t) acts[t] = static_cast<const BlockQ8_0*>(a[t]);
-  int64_t r = 0;
-  for (; r + 2 <= n_rows; r += 2) {
-    const BlockQ8_0* rows[2] = {row(r), row(r + 1)};
-    DotQ8_0RowsTokens<2, T>(rows, acts, nb, out + r, out_token_stride);
-  }
-  if (r < n_rows) {
-    const BlockQ8_0* rows[1] = {row(r)};
-    DotQ8_0RowsTokens<1, T>(rows, acts, nb, out + r, out_token_stride);
+    DotAllRowsTokens<T, BlockQ4_1, BlockQ8_1>(w_rows, row_bytes, n_rows, a, nb, out, out_token_stride);
+  } else {
+    DotAllRowsTokens<T, BlockQ8_0, BlockQ8_0>(w_rows, row_bytes, n_rows, a, nb, out, out_token_stride);
   }
 }
 
