@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """Renders `kvserve eval --json` result files as the markdown tables docs/QUALITY.md holds.
 
-    scripts/quality_table.py RESULT.json [RESULT.json ...]
+    scripts/quality_table.py [--merge-samples] RESULT.json [RESULT.json ...]
 
 One table of accuracy (retrieval) or KL (kl) with 95% intervals, one of the answer NLL gap to
 the full cache, and each row's peak KV bytes during the prompt (the most over the columns).
 Files are merged by (policy, budget) row and (task, context) column; a cell seen twice keeps
-the first file's.
+the first file's. With --merge-samples the files are slices of one run (`kvserve eval
+--sample-range`, e.g. run in parallel): a cell's samples from every file are pooled and its
+mean and intervals recomputed as the eval computes them (Wilson for accuracy, a percentile
+bootstrap of the mean for KL and NLL gaps).
 """
 import json
+import math
+import random
 import sys
 
 
@@ -26,7 +31,40 @@ def fmt_gap(cell):
     return f'{cell["answer_nll_gap"]:.2f} [{lo:.2f}, {hi:.2f}]'
 
 
-def main(paths):
+def wilson(successes, n, z=1.959963984540054):  # the normal 97.5% quantile, as the eval
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def bootstrap_mean(values, resamples=2000, seed=0):
+    if len(values) == 1:
+        return [values[0], values[0]]
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choice(values) for _ in values) / len(values) for _ in range(resamples))
+    return [means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]]
+
+
+def pooled(a, b):
+    """Cell a with cell b's samples appended, its summary figures recomputed."""
+    c = dict(a)
+    c["values"] = a["values"] + b["values"]
+    c["n"] = len(c["values"])
+    c["mean"] = sum(c["values"]) / c["n"]
+    if c["task"] == "kl":
+        c["ci95"] = bootstrap_mean(c["values"])
+    else:
+        c["ci95"] = wilson(sum(1 for v in c["values"] if v >= 0.5), c["n"])
+    if "answer_nll_gaps" in a and "answer_nll_gaps" in b:
+        c["answer_nll_gaps"] = a["answer_nll_gaps"] + b["answer_nll_gaps"]
+        c["answer_nll_gap"] = sum(c["answer_nll_gaps"]) / len(c["answer_nll_gaps"])
+        c["answer_nll_gap_ci95"] = bootstrap_mean(c["answer_nll_gaps"])
+    c["peak_kv_bytes"] = max(a["peak_kv_bytes"], b["peak_kv_bytes"])
+    return c
+
+
+def main(paths, merge_samples=False):
     rows, columns, cells = [], [], {}
     for path in paths:
         with open(path) as f:
@@ -37,7 +75,10 @@ def main(paths):
                 rows.append(row)
             if col not in columns:
                 columns.append(col)
-            cells.setdefault((row, col), c)
+            if merge_samples and (row, col) in cells:
+                cells[(row, col)] = pooled(cells[(row, col)], c)
+            else:
+                cells.setdefault((row, col), c)
     head = "| policy | budget | " + " | ".join(f"{t}@{n}" for t, n in columns) + " | peak KV (MB) |"
     rule = "|---|---:|" + "---:|" * (len(columns) + 1)
     for title, render in (("accuracy (KL for kl), 95% interval", fmt_value),
@@ -52,6 +93,7 @@ def main(paths):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = [a for a in sys.argv[1:] if a != "--merge-samples"]
+    if not args:
         sys.exit(__doc__)
-    main(sys.argv[1:])
+    main(args, merge_samples="--merge-samples" in sys.argv[1:])
