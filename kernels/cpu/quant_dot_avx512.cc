@@ -102,7 +102,7 @@ void DotQ4_1Rows(const BlockQ4_1* const* w, const BlockQ8_1* a, int64_t nb, floa
 // exactly, in the same order, so a token's result has the same bits whatever batch it is in.
 template <int R, int T>
 void DotRowsTokens(const BlockQ4_1* const* w, const BlockQ8_1* const* a, int64_t nb, float* out,
-                       int64_t out_token_stride) {
+                   int64_t out_token_stride) {
   __m512 acc[R][T];
   __m128 mins[R][T];
   for (int r = 0; r < R; ++r) {
@@ -182,7 +182,7 @@ float DotQ8_0Q8_0(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
 // rows; per (row, token) the operations are DotQ8_0Q8_0's, in its order (the same bits).
 template <int R, int T>
 void DotRowsTokens(const BlockQ8_0* const* w, const BlockQ8_0* const* a, int64_t nb, float* out,
-                       int64_t out_token_stride) {
+                   int64_t out_token_stride) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   __m512 acc[R][T];
@@ -221,6 +221,40 @@ void DotRowsTokens(const BlockQ8_0* const* w, const BlockQ8_0* const* a, int64_t
   }
 }
 
+// R Q4_0 rows against T Q8_0 activation rows: each weight block pair unpacked once for all T
+// tokens, each token's bias once for all R rows; per (row, token) DotQ4_0Q8_0's operations.
+template <int R, int T>
+void DotRowsTokens(const BlockQ4_0* const* w, const BlockQ8_0* const* a, int64_t nb, float* out,
+                   int64_t out_token_stride) {
+  const __m512i eight = _mm512_set1_epi8(8);
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool pair = b + 1 < nb;
+    __m512i q4[R];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ4_0& w1 = pair ? w[r][b + 1] : kZeroQ4_0;
+      q4[r] = UnpackNibblePair(w[r][b].qs, w1.qs);
+    }
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_0& a1 = pair ? a[t][b + 1] : kZeroQ8_0;
+      const __m512i q8 = LoadQ8PairForQ4(a[t][b].qs, a1.qs);
+      const __m512i bias = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, q8);
+      for (int r = 0; r < R; ++r) {
+        const BlockQ4_0& w1 = pair ? w[r][b + 1] : kZeroQ4_0;
+        const __m512i dots = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q4[r], q8), bias);
+        const __m128 scale = _mm_mul_ps(LoadHalves(&w[r][b].d, &w1.d), LoadHalves(&a[t][b].d, &a1.d));
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), SpreadQ4PairScale(scale, 1), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) out[t * out_token_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
 // Rows [0, n_rows) of weights in blocks WB against tokens [0, T) of activations in blocks AB
 // (a[t]): two rows at a time, then one, through DotRowsTokens for that pair of block types.
 template <int T, typename WB, typename AB>
@@ -245,6 +279,8 @@ void DotAllRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t
                       int64_t nb, float* out, int64_t out_token_stride) {
   if (w == DType::kQ4_1) {
     DotAllRowsTokens<T, BlockQ4_1, BlockQ8_1>(w_rows, row_bytes, n_rows, a, nb, out, out_token_stride);
+  } else if (w == DType::kQ4_0) {
+    DotAllRowsTokens<T, BlockQ4_0, BlockQ8_0>(w_rows, row_bytes, n_rows, a, nb, out, out_token_stride);
   } else {
     DotAllRowsTokens<T, BlockQ8_0, BlockQ8_0>(w_rows, row_bytes, n_rows, a, nb, out, out_token_stride);
   }
@@ -291,8 +327,8 @@ void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_r
 void QuantDotRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const uint8_t* act_rows,
                         int64_t act_row_bytes, int64_t n_tokens, int64_t n, float* out, int64_t out_token_stride) {
   // One token (batch-1 decode): the rows kernel's four rows per activation load is faster
-  // there, and gives the same bits. Q4_0 has no token-batch kernel: a token at a time.
-  if ((w != DType::kQ4_1 && w != DType::kQ8_0) || n_tokens == 1) {
+  // there, and gives the same bits.
+  if ((w != DType::kQ4_1 && w != DType::kQ4_0 && w != DType::kQ8_0) || n_tokens == 1) {
     for (int64_t t = 0; t < n_tokens; ++t) {
       QuantDotRows(w, w_rows, row_bytes, n_rows, act_rows + t * act_row_bytes, n, out + t * out_token_stride, 1);
     }
