@@ -42,8 +42,10 @@ kvload() { python3 load-tests/kvload.py --addr "$ADDR" --metrics-addr "$MADDR" -
 for exp in $which; do
   case $exp in
   capacity)  # 200M of f16 KV holds two 4K-token full caches; 10 arrive at once
+    # --chunk-headroom 0: compress after every chunk, as when docs/PERF.md's figures were taken
+    # (the default 2,048 extra entries per layer are half a 4K prompt; at 32K+ they matter little).
     for cfg in full snapkv criticalkv mergereduce:random; do
-      start_server --kv-memory 200M --prefill-chunk 256 --max-context 8192
+      start_server --kv-memory 200M --prefill-chunk 256 --max-context 8192 --chunk-headroom 0
       kv=(--kv-policy "$cfg"); [ "$cfg" = full ] || kv+=(--kv-budget 0.1 --compress-at chunk)
       kvload --label "capacity-${cfg/:/-}" --result-filename "capacity-${cfg/:/-}.json" --dataset long \
         --long-len 4096 --len-dist fixed --num-prompts 10 --output-len 16 "${kv[@]}" --metadata experiment=capacity
