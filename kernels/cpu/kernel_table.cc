@@ -6,7 +6,7 @@
 namespace kvserve::cpu {
 namespace {
 
-constexpr CpuKernels kAvx2Kernels{CpuIsa::kAvx2, 8,       avx2::QuantDot,         avx2::QuantDotRows,
+constexpr CpuKernels kAvx2Kernels{CpuIsa::kAvx2, 64,       avx2::QuantDot,         avx2::QuantDotRows,
                                   avx2::QuantDotRowsTokens, avx2::ScoreKeys,    avx2::AccumulateValues,
                                   avx2::ExpShiftedSum};
 constexpr CpuKernels kAvx512Kernels{CpuIsa::kAvx512, 64,       avx512::QuantDot,         avx512::QuantDotRows,

@@ -10,11 +10,11 @@ namespace kvserve::cpu {
 // quantized per 32-block (memory-bound decode, the arithmetic llama.cpp uses there); from it on,
 // and for every other type, weight tiles are dequantized and fed to OpenBLAS sgemm in fp32,
 // which keeps prefill logits within ~0.01 of an fp64 reference (8-bit activations move them
-// ~0.2). The bound is the active kernel table's (kernel_table.h): 64 with AVX-512, whose
-// token-batch kernel unpacks each weight block once for four tokens and beats dequantize +
-// sgemm for a step of up to 64 batched decodes (docs/PERF.md: at 8 it had made 8 concurrent
-// requests decode slower in total than one); 8 with AVX2, which dots a token at a time.
-// Prompts of 64 tokens and more keep sgemm's fp32 precision on both.
+// ~0.2). The bound is the active kernel table's (kernel_table.h), 64 tokens for both ISAs: their
+// token-batch kernels (QuantDotRowsTokens) unpack each weight block once for four tokens and
+// beat dequantize + sgemm for a step of up to 64 batched decodes (docs/PERF.md: the old bound
+// of 8 made 8 concurrent requests decode slower in total than one). Prompts of 64 tokens and
+// more keep sgemm's fp32 precision.
 int64_t QuantDotMaxTokens();
 
 // OpenBLAS's own thread pool stays at one thread: our OpenMP threads each call sgemm on their

@@ -4,6 +4,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -122,6 +123,94 @@ void DotQ4_1Q8_1TwoRowsAvx2(const BlockQ4_1* w0, const BlockQ4_1* w1, const Bloc
   *out1 = HorizontalSum(acc1) + _mm_cvtss_f32(_mm_shuffle_ps(mins1, mins1, 1));
 }
 
+// One weight row against T activation rows (a[t]): out[t * out_token_stride]. Each weight
+// block is unpacked (Q4) or made unsigned (Q8_0) once for the T tokens; per token the
+// operations are the one-token kernel's above, in its order, so a token's result has the same
+// bits in any batch. One row at a time: T accumulators and the shared block fill AVX2's 16
+// registers.
+template <int T>
+void DotQ4_1TokensAvx2(const BlockQ4_1* w, const BlockQ8_1* const* a, int64_t nb, float* out,
+                       int64_t out_token_stride) {
+  __m256 acc[T];
+  __m128 mins[T];
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    mins[t] = _mm_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i q4 = UnpackNibbles(w[b].qs);
+    const __m128 dm = LoadHalfPair(&w[b].d);
+    for (int t = 0; t < T; ++t) {
+      const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].qs));
+      const __m128 p = _mm_mul_ps(dm, LoadHalfPair(&a[t][b].d));
+      acc[t] = _mm256_fmadd_ps(DotU8S8(q4, q8), _mm256_broadcastss_ps(p), acc[t]);
+      mins[t] = _mm_add_ps(mins[t], p);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    out[t * out_token_stride] = HorizontalSum(acc[t]) + _mm_cvtss_f32(_mm_shuffle_ps(mins[t], mins[t], 1));
+  }
+}
+
+template <int T>
+void DotQ4_0TokensAvx2(const BlockQ4_0* w, const BlockQ8_0* const* a, int64_t nb, float* out,
+                       int64_t out_token_stride) {
+  const __m256i eight = _mm256_set1_epi8(8);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i q4 = _mm256_sub_epi8(UnpackNibbles(w[b].qs), eight);
+    const __m256i q4_abs = _mm256_sign_epi8(q4, q4);
+    const float dw = HalfToFloat(w[b].d);
+    for (int t = 0; t < T; ++t) {
+      const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].qs));
+      const __m256 scale = _mm256_set1_ps(dw * HalfToFloat(a[t][b].d));
+      acc[t] = _mm256_fmadd_ps(DotU8S8(q4_abs, _mm256_sign_epi8(q8, q4)), scale, acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) out[t * out_token_stride] = HorizontalSum(acc[t]);
+}
+
+template <int T>
+void DotQ8_0TokensAvx2(const BlockQ8_0* w, const BlockQ8_0* const* a, int64_t nb, float* out,
+                       int64_t out_token_stride) {
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
+    const __m256i qw_abs = _mm256_sign_epi8(qw, qw);
+    const float dw = HalfToFloat(w[b].d);
+    for (int t = 0; t < T; ++t) {
+      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].qs));
+      const __m256 scale = _mm256_set1_ps(dw * HalfToFloat(a[t][b].d));
+      acc[t] = _mm256_fmadd_ps(DotU8S8(qw_abs, _mm256_sign_epi8(qa, qw)), scale, acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) out[t * out_token_stride] = HorizontalSum(acc[t]);
+}
+
+// Every row of w_rows against tokens [0, T) (activation rows a[t]).
+template <int T>
+void DotRowsTokensAvx2(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const void* const* a,
+                       int64_t nb, float* out, int64_t out_token_stride) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* row = w_rows + r * row_bytes;
+    if (w == DType::kQ4_1) {
+      const BlockQ8_1* acts[T];
+      for (int t = 0; t < T; ++t) acts[t] = static_cast<const BlockQ8_1*>(a[t]);
+      DotQ4_1TokensAvx2<T>(reinterpret_cast<const BlockQ4_1*>(row), acts, nb, out + r, out_token_stride);
+    } else {
+      const BlockQ8_0* acts[T];
+      for (int t = 0; t < T; ++t) acts[t] = static_cast<const BlockQ8_0*>(a[t]);
+      if (w == DType::kQ4_0) {
+        DotQ4_0TokensAvx2<T>(reinterpret_cast<const BlockQ4_0*>(row), acts, nb, out + r, out_token_stride);
+      } else {
+        DotQ8_0TokensAvx2<T>(reinterpret_cast<const BlockQ8_0*>(row), acts, nb, out + r, out_token_stride);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 namespace avx2 {
@@ -140,12 +229,27 @@ void QuantDotRows(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_r
   for (; r < n_rows; ++r) out[r * out_stride] = QuantDot(w, w_rows + r * row_bytes, act_row, n);
 }
 
-// A token at a time: with 16 registers there is no room to keep a row pair's unpacked blocks
-// and several tokens' accumulators (the AVX-512 version shares the unpacking).
 void QuantDotRowsTokens(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const uint8_t* act_rows,
                         int64_t act_row_bytes, int64_t n_tokens, int64_t n, float* out, int64_t out_token_stride) {
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    QuantDotRows(w, w_rows, row_bytes, n_rows, act_rows + t * act_row_bytes, n, out + t * out_token_stride, 1);
+  // One token (batch-1 decode): the rows kernel (two rows per activation load), same bits.
+  if ((w != DType::kQ4_1 && w != DType::kQ4_0 && w != DType::kQ8_0) || n_tokens == 1) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      QuantDotRows(w, w_rows, row_bytes, n_rows, act_rows + t * act_row_bytes, n, out + t * out_token_stride, 1);
+    }
+    return;
+  }
+  const int64_t nb = n / kQK;
+  for (int64_t t = 0; t < n_tokens; t += 4) {
+    const void* a[4];
+    const int64_t count = std::min<int64_t>(4, n_tokens - t);
+    for (int64_t i = 0; i < count; ++i) a[i] = act_rows + (t + i) * act_row_bytes;
+    float* o = out + t * out_token_stride;
+    switch (count) {
+      case 4: DotRowsTokensAvx2<4>(w, w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+      case 3: DotRowsTokensAvx2<3>(w, w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+      case 2: DotRowsTokensAvx2<2>(w, w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+      default: DotRowsTokensAvx2<1>(w, w_rows, row_bytes, n_rows, a, nb, o, out_token_stride); break;
+    }
   }
 }
 
