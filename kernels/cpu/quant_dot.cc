@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/avx2_sum.h"
 #include "kernels/cpu/fp16.h"
@@ -123,11 +124,10 @@ void DotQ4_1Q8_1TwoRowsAvx2(const BlockQ4_1* w0, const BlockQ4_1* w1, const Bloc
   *out1 = HorizontalSum(acc1) + _mm_cvtss_f32(_mm_shuffle_ps(mins1, mins1, 1));
 }
 
-// One weight row against T activation rows (a[t]): out[t * out_token_stride]. Each weight
-// block is unpacked (Q4) or made unsigned (Q8_0) once for the T tokens; per token the
-// operations are the one-token kernel's above, in its order, so a token's result has the same
-// bits in any batch. One row at a time: T accumulators and the shared block fill AVX2's 16
-// registers.
+// One Q4_1 weight row against T activation rows (a[t]): out[t * out_token_stride]. Each weight
+// block is unpacked once for the T tokens; per token the operations are the one-token kernel's
+// above, in its order, so a token's result has the same bits in any batch. One row at a time:
+// T accumulators and the shared block fill AVX2's 16 registers.
 template <int T>
 void DotQ4_1TokensAvx2(const BlockQ4_1* w, const BlockQ8_1* const* a, int64_t nb, float* out,
                        int64_t out_token_stride) {
@@ -152,32 +152,21 @@ void DotQ4_1TokensAvx2(const BlockQ4_1* w, const BlockQ8_1* const* a, int64_t nb
   }
 }
 
-template <int T>
-void DotQ4_0TokensAvx2(const BlockQ4_0* w, const BlockQ8_0* const* a, int64_t nb, float* out,
-                       int64_t out_token_stride) {
-  const __m256i eight = _mm256_set1_epi8(8);
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i q4 = _mm256_sub_epi8(UnpackNibbles(w[b].qs), eight);
-    const __m256i q4_abs = _mm256_sign_epi8(q4, q4);
-    const float dw = HalfToFloat(w[b].d);
-    for (int t = 0; t < T; ++t) {
-      const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].qs));
-      const __m256 scale = _mm256_set1_ps(dw * HalfToFloat(a[t][b].d));
-      acc[t] = _mm256_fmadd_ps(DotU8S8(q4_abs, _mm256_sign_epi8(q8, q4)), scale, acc[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) out[t * out_token_stride] = HorizontalSum(acc[t]);
+// A Q4_0 block's quants minus 8, or a Q8_0 block's: the signed weights of the two kernels
+// below (DotQ4_0Q8_0Avx2 and DotQ8_0Q8_0Avx2 do the same per token).
+inline __m256i SignedQuants(const BlockQ4_0& w) { return _mm256_sub_epi8(UnpackNibbles(w.qs), _mm256_set1_epi8(8)); }
+inline __m256i SignedQuants(const BlockQ8_0& w) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
 }
 
-template <int T>
-void DotQ8_0TokensAvx2(const BlockQ8_0* w, const BlockQ8_0* const* a, int64_t nb, float* out,
-                       int64_t out_token_stride) {
+// Q4_0 or Q8_0 weights (WB) against T Q8_0 activation rows; per token the operations of
+// DotQ4_0Q8_0Avx2 / DotQ8_0Q8_0Avx2, in their order.
+template <int T, typename WB>
+void DotSignedTokensAvx2(const WB* w, const BlockQ8_0* const* a, int64_t nb, float* out, int64_t out_token_stride) {
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
+    const __m256i qw = SignedQuants(w[b]);
     const __m256i qw_abs = _mm256_sign_epi8(qw, qw);
     const float dw = HalfToFloat(w[b].d);
     for (int t = 0; t < T; ++t) {
@@ -189,25 +178,31 @@ void DotQ8_0TokensAvx2(const BlockQ8_0* w, const BlockQ8_0* const* a, int64_t nb
   for (int t = 0; t < T; ++t) out[t * out_token_stride] = HorizontalSum(acc[t]);
 }
 
-// Every row of w_rows against tokens [0, T) (activation rows a[t]).
+// Every row of w_rows (blocks WB) against tokens [0, T) (activation rows a[t], blocks AB).
+template <int T, typename WB, typename AB>
+void DotRowsTokensAvx2(const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const void* const* a, int64_t nb,
+                       float* out, int64_t out_token_stride) {
+  const AB* acts[T];
+  for (int t = 0; t < T; ++t) acts[t] = static_cast<const AB*>(a[t]);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const WB* row = reinterpret_cast<const WB*>(w_rows + r * row_bytes);
+    if constexpr (std::is_same_v<WB, BlockQ4_1>) {
+      DotQ4_1TokensAvx2<T>(row, acts, nb, out + r, out_token_stride);
+    } else {
+      DotSignedTokensAvx2<T>(row, acts, nb, out + r, out_token_stride);
+    }
+  }
+}
+
 template <int T>
 void DotRowsTokensAvx2(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n_rows, const void* const* a,
                        int64_t nb, float* out, int64_t out_token_stride) {
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const uint8_t* row = w_rows + r * row_bytes;
-    if (w == DType::kQ4_1) {
-      const BlockQ8_1* acts[T];
-      for (int t = 0; t < T; ++t) acts[t] = static_cast<const BlockQ8_1*>(a[t]);
-      DotQ4_1TokensAvx2<T>(reinterpret_cast<const BlockQ4_1*>(row), acts, nb, out + r, out_token_stride);
-    } else {
-      const BlockQ8_0* acts[T];
-      for (int t = 0; t < T; ++t) acts[t] = static_cast<const BlockQ8_0*>(a[t]);
-      if (w == DType::kQ4_0) {
-        DotQ4_0TokensAvx2<T>(reinterpret_cast<const BlockQ4_0*>(row), acts, nb, out + r, out_token_stride);
-      } else {
-        DotQ8_0TokensAvx2<T>(reinterpret_cast<const BlockQ8_0*>(row), acts, nb, out + r, out_token_stride);
-      }
-    }
+  if (w == DType::kQ4_1) {
+    DotRowsTokensAvx2<T, BlockQ4_1, BlockQ8_1>(w_rows, row_bytes, n_rows, a, nb, out, out_token_stride);
+  } else if (w == DType::kQ4_0) {
+    DotRowsTokensAvx2<T, BlockQ4_0, BlockQ8_0>(w_rows, row_bytes, n_rows, a, nb, out, out_token_stride);
+  } else {
+    DotRowsTokensAvx2<T, BlockQ8_0, BlockQ8_0>(w_rows, row_bytes, n_rows, a, nb, out, out_token_stride);
   }
 }
 
