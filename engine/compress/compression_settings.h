@@ -58,12 +58,13 @@ struct CompressionSettings {
   // The question: the prompt's last question_tokens tokens (compress_at chunk with question
   // scoring only). Unset: the last `window` tokens.
   std::optional<int64_t> question_tokens;
-  // compress_at chunk: how many entries a layer may hold above its budget before it is
-  // compressed back to it; less than the prefill chunk means the prefill chunk (compress after
-  // every chunk). Peak KV is budget + this. Fewer, larger compressions keep what a question
-  // needs: at 4K tokens and a 10% budget, 2048 keeps 49 of 50 passkeys where compressing after
-  // every 512-token chunk keeps 43 (docs/QUALITY.md); at 128K it adds 2048 entries per layer to
-  // a 13K budget.
+  // compress_at chunk: how many entries a layer may hold above its budget during the prompt;
+  // less than the prefill chunk means the prefill chunk (compress to the budget after every
+  // chunk). Peak KV is budget + this. Mid-prompt compressions keep budget + (this - chunk) / 2
+  // (SequenceCompressor::MidPromptKeep), the prompt's end the budget. Fewer compressions, and
+  // later chunks encoded over more than the budget, keep what a question needs: at 4K tokens
+  // and a 10% budget, 2048 keeps 49 of 50 passkeys where compressing after every 512-token
+  // chunk keeps 43 (docs/QUALITY.md); at 128K it adds 2048 entries per layer to a 13K budget.
   int64_t chunk_headroom = 2048;
   double first_stage_ratio = 0.5;   // CriticalKV
   int64_t window = 64;              // observation window, in queries

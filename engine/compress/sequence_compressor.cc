@@ -45,6 +45,14 @@ bool SequenceCompressor::ChunkDue(int64_t len, int64_t quota) const {
   return len + prefill_chunk_ > quota + headroom_;
 }
 
+int64_t SequenceCompressor::MidPromptKeep(int64_t quota) const {
+  // Half the room above the quota stays filled: the chunks after a compression are encoded
+  // over quota + (headroom - chunk) / 2 entries, not over the quota alone, and the layer is
+  // compressed again about every headroom / 2 tokens. At 8K tokens, compressing down to the
+  // quota lost mid-depth needles the full cache reads (docs/QUALITY.md); the peak is the same.
+  return quota + (headroom_ - prefill_chunk_) / 2;
+}
+
 SequenceCompressor::~SequenceCompressor() = default;
 
 int64_t SequenceCompressor::DecodePeakPages() const {
@@ -109,7 +117,7 @@ SequenceCompressor::PrefillStep SequenceCompressor::NextPrefill(absl::Span<const
 }
 
 absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l,
-                                               int64_t probe) {
+                                               int64_t probe, bool mid_prompt) {
   const ModelConfig& c = model_.config;
   if (!layers_) {
     // Every policy but merge-reduce (which takes MergeReduceStep instead) only scores.
@@ -127,7 +135,7 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
   r.n_heads = c.n_heads;
   r.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   r.wo = model_.weights.layers[l].wo;
-  r.n_keep = std::min(quotas_[l], len);
+  r.n_keep = std::min(mid_prompt ? MidPromptKeep(quotas_[l]) : quotas_[l], len);
   return layers_->Compress(r, pool, seq, l, &stats_);
 }
 
@@ -150,14 +158,15 @@ absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, Seq
       due = len > q;
     } else if (!prompt_done && settings_.at == CompressAt::kChunk) {
       // A probe ran for this step: every layer past its quota uses it.
-      due = len > q && (probe > 0 || ChunkDue(len, q));
+      due = len > MidPromptKeep(q) && (probe > 0 || ChunkDue(len, q));
     } else if (prompt_done) {
       due = len >= q + page_size_;
     } else {
       due = false;
     }
     if (due) {
-      if (absl::Status st = CompressLayer(backend, pool, seq, l, probe); !st.ok()) return st;
+      const bool mid_prompt = !prompt_done && settings_.at == CompressAt::kChunk;
+      if (absl::Status st = CompressLayer(backend, pool, seq, l, probe, mid_prompt); !st.ok()) return st;
     } else if (probe > 0) {
       seq.TruncateLayer(pool, l, len);
     }

@@ -90,8 +90,10 @@ class SequenceCompressor {
   SequenceCompressor(const Model& model, const CompressionSettings& s, std::unique_ptr<KvPolicy> policy,
                      std::vector<int64_t> quotas, int64_t prompt_len, int64_t max_new, int64_t page_size,
                      int64_t prefill_chunk);
-  // probe: the trailing slots of layer l that a question probe left (never kept).
-  absl::Status CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l, int64_t probe);
+  // probe: the trailing slots of layer l that a question probe left (never kept). mid_prompt:
+  // a chunk-mode compression before the prompt's end, which keeps MidPromptKeep entries.
+  absl::Status CompressLayer(Backend& backend, PagePool& pool, SequenceKv& seq, int64_t l, int64_t probe,
+                             bool mid_prompt);
   int64_t PagesFor(int64_t slots) const { return (slots + page_size_ - 1) / page_size_; }
   // Merge-reduce, the compressibility estimate and the auto budget
   // (sequence_compressor_merge_reduce.cc). SetUpMergeReduce runs once from Create.
@@ -104,6 +106,9 @@ class SequenceCompressor {
   void ObservePrompt(Backend& backend, PagePool& pool, const SequenceKv& seq, bool prompt_done, int64_t probe);
   // Chunk mode: whether a layer of len entries (after a step) is compressed now.
   bool ChunkDue(int64_t len, int64_t quota) const;
+  // Chunk mode: the entries a mid-prompt compression leaves in a layer of this quota (the
+  // quota itself when the headroom is one chunk, i.e. compression after every chunk).
+  int64_t MidPromptKeep(int64_t quota) const;
 
   const Model& model_;
   CompressionSettings settings_;

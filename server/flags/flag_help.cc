@@ -26,8 +26,9 @@ constexpr Row kFlags[] = {
     {"calibration", {"FILE[,FILE...]", "calibration text files (repeatable)"}},
     {"chat", {"", "render the prompt with the model's chat template"}},
     {"check", {"PROFILE.json", "rank-correlate a profile with measured per-layer damage"}},
-    {"chunk-headroom", {"N", "chunk mode: KV entries a layer may hold above its budget between compressions "
-                             "(peak KV = budget + N; below the prefill chunk: compress after every chunk)"}},
+    {"chunk-headroom", {"N", "chunk mode: KV entries a layer may hold above its budget during the prompt "
+                             "(peak KV = budget + N; mid-prompt compressions keep budget + (N - chunk) / 2; "
+                             "below the prefill chunk: back to the budget after every chunk)"}},
     {"chunk-scoring", {"MODE", "chunk mode scoring: question (the question's queries, right after the chunk), "
                                "question_at_end (the same at the question's own positions) or window (the chunk's own)"}},
     {"clients", {"N", "concurrent clients"}},

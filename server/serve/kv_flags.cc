@@ -59,7 +59,7 @@ const std::string& KvFlagsHelp() {
         "  [--chunk-scoring ", Names(ChunkScoringNames()), "=", std::string(ChunkScoringName(d.chunk_scoring)),
         "] (chunk mode: score each chunk with the question's\n"
         "  queries or the chunk's own) [--question-tokens N (the prompt's last N tokens; default the window)]\n",
-        "  [--chunk-headroom N=", d.chunk_headroom, "] (chunk mode: entries above the budget between compressions)\n",
+        "  [--chunk-headroom N=", d.chunk_headroom, "] (chunk mode: entries above the budget during the prompt)\n",
         "  [--kv-window N=", d.window, "] [--first-stage-ratio R=", d.first_stage_ratio, "] [--pool-kernel K=",
         d.pool_kernel, "] [--sink-tokens N=", d.n_sink, "]\n",
         "  [--reduce-protected-dims M=", d.reduce_protected_dims, " (mergereduce:cluster, capped at head_dim)]\n",

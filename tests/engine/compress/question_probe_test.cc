@@ -148,6 +148,41 @@ TEST_F(QuestionProbeTest, HeadroomCompressesLessOftenAndStaysWithinBudgetPlusHea
   EXPECT_NE(st.message().find("--chunk-headroom 2048 needs --compress-at chunk"), std::string_view::npos) << st;
 }
 
+TEST_F(QuestionProbeTest, MidPromptCompressionsKeepHalfTheHeadroomAndThePromptsEndKeepsTheQuota) {
+  // Quota 60, chunks of 64, headroom 256: a mid-prompt compression leaves 60 + (256 - 64) / 2
+  // = 156 entries, so the chunks after it are encoded over more than the quota; the layer
+  // never holds more than 60 + 256 after a step; the prompt's end leaves the quota.
+  const ModelConfig& c = model_->config;
+  const std::vector<int32_t> prompt = Prompt(600);
+  CompressionSettings kv = Chunked("snapkv", 0.1, ChunkScoring::kQuestion);
+  kv.chunk_headroom = 256;
+  auto comp = *SequenceCompressor::Create(*model_, kv, 600, 8, 16, 64);
+  PagePool pool({comp->PeakPages(), 16, c.n_kv_heads, c.head_dim});
+  SequenceKv seq(c.n_layers);
+  LlamaForward fwd(*model_, *backend_, pool);
+  std::vector<float> logits;
+  std::vector<int64_t> after_mid_compressions;
+  for (int64_t pos = 0; pos < 600;) {
+    const auto step = comp->NextPrefill(prompt, pos, 64, seq);
+    ForwardRequest req{step.tokens, pos, &seq, false, comp->window(), step.probe_tokens, step.probe_start_pos};
+    logits.clear();
+    ASSERT_TRUE(fwd.Step({&req, 1}, &logits).ok());
+    for (int64_t len : seq.layer_len) EXPECT_LE(len, 60 + 256) << "at " << pos;
+    const int64_t before = seq.layer_len[0] - step.probe_tokens;
+    pos += step.prompt_tokens;
+    ASSERT_TRUE(comp->AfterStep(*backend_, pool, seq, pos == 600).ok());
+    if (pos < 600 && seq.layer_len[0] < before) after_mid_compressions.push_back(seq.layer_len[0]);
+  }
+  // 600 tokens in steps of 64 (48 with a probe), compressed whenever another chunk could pass 316.
+  ASSERT_GE(after_mid_compressions.size(), 3u);
+  for (int64_t len : after_mid_compressions) EXPECT_EQ(len, 156);
+  for (int64_t len : seq.layer_len) EXPECT_EQ(len, 60);
+  // Headroom 0 (one chunk): compressed back to the quota after every chunk, as before.
+  kv.chunk_headroom = 0;
+  const GenerationResult every_chunk = Run(prompt, kv, 1, 64, 16);
+  EXPECT_LE(every_chunk.peak_kv_pages, 8 * c.n_layers);  // 60 + 64 entries: 8 pages of 16
+}
+
 TEST_F(QuestionProbeTest, TheSchedulerAndTheGeneratorProbeAlike) {
   const ModelConfig& c = model_->config;
   const std::vector<int32_t> prompt = Prompt(500);
