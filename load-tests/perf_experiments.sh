@@ -6,7 +6,8 @@
 # results and report go to OUT. Needs the venv of setup-venv.sh active and a built kvserve.
 # PEER_LLAMA_SERVER=path/to/llama-server runs the sweep and head-of-line workloads on llama.cpp's
 # server too, right after kvserve's (the same GGUF, threads, seed and prompts; its fp16 cache).
-# Usage: load-tests/perf_experiments.sh [BUILD=build] [OUT=perf-results] [capacity|sweep|hol ...]
+# capacity32k and admit128k are the long-context forms of capacity (~20 and ~5 min; not in the default set).
+# Usage: load-tests/perf_experiments.sh [BUILD=build] [OUT=perf-results] [capacity|sweep|hol|capacity32k|admit128k ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}; out=${2:-perf-results}; shift $(( $# > 2 ? 2 : $# ))
@@ -39,6 +40,17 @@ peer_kvload() { python3 load-tests/kvload.py --backend llama-server --addr "$ADD
   --result-dir "$out" "$@"; }
 kvload() { python3 load-tests/kvload.py --addr "$ADDR" --metrics-addr "$MADDR" --save-result --result-dir "$out" "$@"; }
 
+long_capacity() {  # NAME KV_MEMORY MAX_CONTEXT PROMPT_TOKENS REQUESTS TIMEOUT_S: full vs SnapKV 10% chunk
+  local cfg kv
+  for cfg in full snapkv; do
+    start_server --kv-memory "$2" --max-context "$3"
+    kv=(--kv-policy "$cfg"); [ "$cfg" = full ] || kv+=(--kv-budget 0.1 --compress-at chunk)
+    kvload --label "$1-$cfg" --result-filename "$1-$cfg.json" --dataset long --long-len "$4" --len-dist fixed \
+      --num-prompts "$5" --output-len 16 --request-timeout "$6" "${kv[@]}" --metadata "experiment=$1"
+    stop_server
+  done
+}
+
 for exp in $which; do
   case $exp in
   capacity)  # 200M of f16 KV holds two 4K-token full caches; 10 arrive at once
@@ -51,6 +63,12 @@ for exp in $which; do
         --long-len 4096 --len-dist fixed --num-prompts 10 --output-len 16 "${kv[@]}" --metadata experiment=capacity
       stop_server
     done ;;
+  capacity32k)  # 1.6G of f16 KV holds two full 32K-token caches; 8 arrive at once; 10 min each
+    # (--max-context past SmolLM2's 8K: a capacity and latency figure, not a quality one)
+    long_capacity capacity32k 1600M 32768 32000 8 600 ;;
+  admit128k)  # 6.5G of f16 KV holds two full 128K-token caches; 24 arrive at once: who is admitted
+    # Stopped after 150 s: what counts is how many run at once (requests time out, none completes).
+    long_capacity admit128k 6500M 131072 131000 24 150 ;;
   sweep)  # plain-text prompts (--no-chat): llama-server gets the very same token ids
     sweep=(--dataset short --no-chat --input-len 128 --output-len 32 --num-prompts 20 --goodput ttft:1000 tpot:100
            --metadata experiment=sweep)
