@@ -6,7 +6,7 @@
 # results and report go to OUT. Needs the venv of setup-venv.sh active and a built kvserve.
 # PEER_LLAMA_SERVER=path/to/llama-server runs the sweep and head-of-line workloads on llama.cpp's
 # server too, right after kvserve's (the same GGUF, threads, seed and prompts; its fp16 cache).
-# capacity32k and admit128k are the long-context forms of capacity (~20 and ~5 min; not in the default set).
+# capacity32k and admit128k are the long-context forms of capacity (~25 and ~6 min; not in the default set).
 # Usage: load-tests/perf_experiments.sh [BUILD=build] [OUT=perf-results] [capacity|sweep|hol|capacity32k|admit128k ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,9 +63,9 @@ for exp in $which; do
         --long-len 4096 --len-dist fixed --num-prompts 10 --output-len 16 "${kv[@]}" --metadata experiment=capacity
       stop_server
     done ;;
-  capacity32k)  # 1.6G of f16 KV holds two full 32K-token caches; 8 arrive at once; 10 min each
+  capacity32k)  # 800M of f16 KV holds one full 32K-token cache; 4 arrive at once (~25 min in all)
     # (--max-context past SmolLM2's 8K: a capacity and latency figure, not a quality one)
-    long_capacity capacity32k 1600M 32768 32000 8 600 ;;
+    long_capacity capacity32k 800M 32768 32000 4 1500 ;;
   admit128k)  # 6.5G of f16 KV holds two full 128K-token caches; 24 arrive at once: who is admitted
     # Stopped after 150 s: what counts is how many run at once (requests time out, none completes).
     long_capacity admit128k 6500M 131072 131000 24 150 ;;
