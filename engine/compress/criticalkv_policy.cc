@@ -8,6 +8,13 @@ namespace kvserve {
 
 void CriticalKvPolicy::Score(const SelectionRequest& r, Backend& backend, BackendScratch& scratch,
                              float* scores) const {
+  if (r.mid_prompt) {
+    // Before the prompt's end (chunk mode) rank by attention alone: the output-aware stage,
+    // applied at every mid-prompt compression, kept large-value filler over what the question
+    // needs (8K passkey, docs/QUALITY.md); it still decides the prompt's last selection.
+    SnapKvCandidateScores(r, backend, scratch, kernel_, scores);
+    return;
+  }
   const int64_t heads = r.layer.kv.n_kv_heads, len = r.layer.len - r.probe_slots;
   float* base = scratch.Take<float>(heads * len);
   SnapKvCandidateScores(r, backend, scratch, kernel_, base);

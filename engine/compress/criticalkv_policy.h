@@ -3,7 +3,8 @@
 // SnapKV score s; stage 2 fills the rest by (s_j + eps) * N_j, where N_j is the mean over the
 // head's query heads h of ||v_j W_O^h||_1 and W_O^h is head h's [head_dim, hidden] slice of
 // o_proj (Backend::ProjectedValueNorms, Backend::CriticalKvScores). (Public reference:
-// kvpress CriticalKVPress.)
+// kvpress CriticalKVPress.) A chunk-mode compression before the prompt's end
+// (SelectionRequest::mid_prompt) ranks by s alone.
 #pragma once
 #include "engine/compress/kv_policy.h"
 

@@ -59,6 +59,8 @@ struct SelectionRequest {
   // entry, but they are never kept, so a Selection covers slots [0, layer.len - probe_slots)
   // and 1 <= n_keep <= layer.len - probe_slots. value_norms, when given, cover those slots.
   int64_t probe_slots = 0;
+  // A chunk-mode compression before the prompt's end (more selections of this layer follow).
+  bool mid_prompt = false;
 
   // The entries that may be kept: the layer without the probe.
   LayerKv Candidates() const { return LayerKv{layer.kv, layer.pages, layer.len - probe_slots}; }

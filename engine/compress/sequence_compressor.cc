@@ -136,6 +136,7 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
   r.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   r.wo = model_.weights.layers[l].wo;
   r.n_keep = std::min(mid_prompt ? MidPromptKeep(quotas_[l]) : quotas_[l], len);
+  r.mid_prompt = mid_prompt;
   return layers_->Compress(r, pool, seq, l, &stats_);
 }
 

@@ -78,6 +78,11 @@ TEST(CriticalKvTest, KeepsALowAttentionEntryWithALargeProjectedValue) {
   EXPECT_EQ(std::count(crit.slots.begin(), crit.slots.end(), 9), 1) << "its projected value is large";
   EXPECT_EQ(crit.n_keep, w + 2);
   EXPECT_TRUE(std::is_sorted(crit.slots.begin(), crit.slots.end()));
+
+  // Before the prompt's end in chunk mode, by attention alone: SnapKV's selection, slot 9 out.
+  r.mid_prompt = true;
+  const Selection mid = CriticalKvPolicy(1, 0.5).Select(r, *backend);
+  EXPECT_EQ(mid.slots, snap.slots);
 }
 
 }  // namespace

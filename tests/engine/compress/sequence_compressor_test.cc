@@ -131,6 +131,7 @@ TEST_F(SequenceCompressorTest, CriticalKvWithCachedValueNormsSelectsAsIfRecomput
           r.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
           r.wo = model_->weights.layers[l].wo;
           r.n_keep = q;
+          r.mid_prompt = !prompt_done;  // chunk mode before the prompt's end: attention alone
           EXPECT_TRUE(CompactLayer(*backend_, pool, seq, l, plain.Select(r, *backend_)).ok());
         }
       }
