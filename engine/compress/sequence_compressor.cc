@@ -158,7 +158,7 @@ absl::Status SequenceCompressor::AfterStep(Backend& backend, PagePool& pool, Seq
     if (prompt_end) {
       due = len > q;
     } else if (!prompt_done && settings_.at == CompressAt::kChunk) {
-      // A probe ran for this step: every layer past its quota uses it.
+      // A probe ran for this step: every layer past what a mid-prompt compression keeps uses it.
       due = len > MidPromptKeep(q) && (probe > 0 || ChunkDue(len, q));
     } else if (prompt_done) {
       due = len >= q + page_size_;
