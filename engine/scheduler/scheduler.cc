@@ -43,6 +43,7 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   if (c.max_batch_tokens < 1) return bad("--max-batch-tokens", c.max_batch_tokens, ">= 1");
   if (c.prefill_chunk < 1) return bad("--prefill-chunk", c.prefill_chunk, ">= 1");
   if (c.max_waiting < 0) return bad("--max-waiting", c.max_waiting, ">= 0");
+  if (c.max_long_prefills < 0) return bad("--max-long-prefills", c.max_long_prefills, ">= 0 (0 = no limit)");
   if (c.max_context < 0) return bad("--max-context", c.max_context, ">= 0 (0 = the model's)");
   if (!(c.decode_share >= 0 && c.decode_share <= 0.9)) {
     return absl::InvalidArgumentError(absl::StrCat("--decode-share must be in [0, 0.9], got ", c.decode_share));
@@ -235,11 +236,13 @@ absl::Status Scheduler::Step() {
   const double t0 = config_.clock();
 
   // Decode tokens first (admission caps running sequences at max_batch_tokens, so they
-  // always fit), then prefill chunks in admission order with what is left.
+  // always fit), then prefill chunks in admission order with what is left, at most
+  // max_long_prefills of them from prompts that this chunk does not finish.
   std::vector<ForwardRequest> batch;
   std::vector<Sequence*> members;
   int64_t budget = config_.max_batch_tokens;
   std::vector<int64_t> prompt_tokens;  // per member: history tokens its step caches for good
+  int64_t long_prefills = 0;
   for (auto& s : running_) {
     if (s->prefilling()) continue;
     batch.push_back({absl::MakeConstSpan(&s->history()[s->cached], 1), s->cached, &s->kv, false, Window(*s)});
@@ -251,6 +254,9 @@ absl::Status Scheduler::Step() {
     if (budget == 0) break;
     if (!s->prefilling()) continue;
     if (chunk_free && s->prompt_len() - s->cached > small_prompt) continue;
+    const bool long_prompt = s->prompt_len() - s->cached > config_.prefill_chunk;
+    if (long_prompt && config_.max_long_prefills > 0 && long_prefills == config_.max_long_prefills) continue;
+    long_prefills += long_prompt;
     const int64_t cap = std::min(config_.prefill_chunk, budget);
     const absl::Span<const int32_t> prompt = absl::MakeConstSpan(s->history()).first(s->prompt_len());
     // A compressor's step may carry a probe of the question after the chunk (chunk mode).

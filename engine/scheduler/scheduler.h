@@ -35,6 +35,13 @@ struct SchedulerConfig {
   // chunk depends on the clock, and with it, under --max-batch-tokens, where chunk-mode
   // compression cuts a prompt.
   double decode_share = 0;
+  // Prompts with more than one chunk left that prefill in the same step; the others wait
+  // (admitted, pages reserved) in admission order. Several long prompts advancing together
+  // share every step, so all of them answer at the end, when the last would have; one at a
+  // time, the oldest answers first and the last about as late (the same chunks run, in
+  // another order). Prompts that finish within the step's chunk always go in. 0: no limit (every
+  // admitted prompt advances each step; the default here, `serve` uses 1).
+  int64_t max_long_prefills = 0;
   // Seconds on a monotonic clock, for decode_share; empty = std::chrono::steady_clock.
   // Tests give a fake one.
   std::function<double()> clock;

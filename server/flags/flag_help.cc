@@ -65,6 +65,7 @@ constexpr Row kFlags[] = {
     {"max-batch-tokens", {"N", "tokens in one engine step (prefill chunks plus decodes)"}},
     {"max-concurrent-tokenize", {"N", "Tokenize/Detokenize calls served at once (more: RESOURCE_EXHAUSTED)"}},
     {"max-context", {"N", "context limit in tokens (default: the model's trained context)"}},
+    {"max-long-prefills", {"N", "prompts with more than one chunk left prefilled in the same step, oldest first (0: no limit)"}},
     {"max-new-tokens", {"N", "tokens to generate at most"}},
     {"max-new-tokens-limit", {"N", "largest max_new_tokens a request may ask for (0: the context)"}},
     {"max-prompts-per-call", {"N", "prompts one Generate call may carry"}},

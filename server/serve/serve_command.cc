@@ -138,6 +138,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngine>> Load(const ServeOptions& o) {
   config.scheduler.prefill_chunk = o.prefill_chunk;
   config.scheduler.max_waiting = o.max_waiting;
   config.scheduler.decode_share = o.decode_share;
+  config.scheduler.max_long_prefills = o.max_long_prefills;
   config.scheduler.max_context = e->max_context;
   absl::StatusOr<CompressionSettings> kv = CompressionFromArgs(o.args, e->model);
   if (!kv.ok()) return kv.status();

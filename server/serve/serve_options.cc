@@ -20,7 +20,7 @@ const char kUsage[] =
     "  [--max-tokenize-bytes 8M (Tokenize text)] [--max-concurrent-tokenize 4 (Tokenize/Detokenize calls)]\n"
     "  [--default-max-new-tokens 128] [--max-new-tokens-limit N (0: max context)]\n"
     "  [--kv-memory BYTES|FRACTION=1G] [--page-size 16] [--prefill-chunk 512] [--max-batch-tokens 2048]\n"
-    "  [--max-waiting 256] [--decode-share S=0.1] [--drain-timeout SECONDS=30]\n"
+    "  [--max-waiting 256] [--decode-share S=0.1] [--max-long-prefills N=1 (0: no limit)] [--drain-timeout SECONDS=30]\n"
     "  [--device cpu|cuda|auto =cpu] (auto: CUDA when a GPU is present, else CPU; on CUDA the KV pool is\n"
     "   device memory, --kv-memory FRACTION a share of its free memory, and only full, snapkv, pyramid\n"
     "   and criticalkv with a fixed budget run)\n"
@@ -40,7 +40,7 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
       "max-receive-message-bytes", "max-prompts-per-call", "max-tokenize-bytes", "max-concurrent-tokenize",
       "max-context", "default-max-new-tokens",
       "max-new-tokens-limit", "kv-memory", "page-size", "prefill-chunk", "max-batch-tokens", "max-waiting",
-      "decode-share", "drain-timeout", "device"};
+      "decode-share", "max-long-prefills", "drain-timeout", "device"};
   flags.insert(flags.end(), KvFlagNames().begin(), KvFlagNames().end());
   absl::StatusOr<CliArgs> parsed = CliArgs::Parse(argc, argv, flags, {"deterministic", "metrics-tls"}, ServeUsage());
   if (!parsed.ok()) return parsed.status();
@@ -101,6 +101,7 @@ absl::StatusOr<ServeOptions> ParseServeOptions(int argc, char** argv, bool* help
       {"prefill-chunk", &o.prefill_chunk, 1, int64_t{1} << 30},
       {"max-batch-tokens", &o.max_batch_tokens, 1, int64_t{1} << 30},
       {"max-waiting", &o.max_waiting, 0, int64_t{1} << 30},
+      {"max-long-prefills", &o.max_long_prefills, 0, int64_t{1} << 30},
   };
   for (const IntFlag& f : ints) {
     absl::StatusOr<int64_t> v = a.GetInt(f.name, *f.out);

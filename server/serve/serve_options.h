@@ -41,6 +41,7 @@ struct ServeOptions {
   int64_t max_batch_tokens = 2048;
   int64_t max_waiting = 256;
   double decode_share = 0.1;           // --decode-share: see SchedulerConfig::decode_share
+  int64_t max_long_prefills = 1;       // --max-long-prefills: see SchedulerConfig::max_long_prefills
   double drain_timeout_seconds = 30;   // --drain-timeout: SIGTERM waits this long, then cancels
   // Every flag as given; the --kv-* defaults (server/serve/kv_flags.h) are read from it once the
   // model is loaded, since a RippleKV profile is checked against the model.
