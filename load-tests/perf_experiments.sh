@@ -6,8 +6,9 @@
 # results and report go to OUT. Needs the venv of setup-venv.sh active and a built kvserve.
 # PEER_LLAMA_SERVER=path/to/llama-server runs the sweep and head-of-line workloads on llama.cpp's
 # server too, right after kvserve's (the same GGUF, threads, seed and prompts; its fp16 cache).
-# capacity32k and admit128k are the long-context forms of capacity (~25 and ~6 min; not in the default set).
-# Usage: load-tests/perf_experiments.sh [BUILD=build] [OUT=perf-results] [capacity|sweep|hol|capacity32k|admit128k ...]
+# capacity32k and admit128k are the long-context forms of capacity (~25 and ~6 min; not in the default set);
+# longorder compares --max-long-prefills 0 and 1 on four 8K documents sent at once (~8 min).
+# Usage: load-tests/perf_experiments.sh [BUILD=build] [OUT=perf-results] [capacity|sweep|hol|capacity32k|admit128k|longorder ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}; out=${2:-perf-results}; shift $(( $# > 2 ? 2 : $# ))
@@ -69,6 +70,14 @@ for exp in $which; do
   admit128k)  # 6.5G of f16 KV holds two full 128K-token caches; 24 arrive at once: who is admitted
     # Stopped after 150 s: what counts is how many run at once (requests time out, none completes).
     long_capacity admit128k 6500M 131072 131000 24 150 ;;
+  longorder)  # 4 documents of 8,000 tokens at once, SnapKV 10% chunk: prefilled together or one at a time
+    for limit in 0 1; do
+      start_server --kv-memory 1G --max-context 8192 --max-long-prefills "$limit"
+      kvload --label "longorder-max-long-prefills-$limit" --result-filename "longorder-$limit.json" --dataset long \
+        --long-len 8000 --len-dist fixed --num-prompts 4 --output-len 16 --kv-policy snapkv --kv-budget 0.1 \
+        --compress-at chunk --metadata experiment=longorder
+      stop_server
+    done ;;
   sweep)  # plain-text prompts (--no-chat): llama-server gets the very same token ids
     sweep=(--dataset short --no-chat --input-len 128 --output-len 32 --num-prompts 20 --goodput ttft:1000 tpot:100
            --metadata experiment=sweep)
