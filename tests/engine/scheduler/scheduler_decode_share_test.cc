@@ -2,57 +2,19 @@
 // time goes to steps without the long prompt's chunk. Checked with a fake clock on which every
 // step takes the same time: at share 0.5, steps alternate, so the long prompt needs twice the
 // steps; a short prompt still gets in at once; and every token is what Generate() gives.
-#include "engine/kv/kv_memory.h"
-#include "engine/scheduler/scheduler.h"
-#include "tests/engine/scheduler/scheduler_test_util.h"
-#include "tests/engine/tiny_model.h"
+#include "tests/engine/scheduler/tiny_scheduler_test.h"
 
 namespace kvserve {
 namespace {
 
-constexpr int64_t kPageSize = 4, kChunk = 64;
-
-class DecodeShareTest : public ::testing::Test {
+class DecodeShareTest : public kvserve::testing::TinySchedulerTest {
  protected:
-  void SetUp() override { kvserve::testing::MakeTinyModel(5, &model_, &tokenizer_, &backend_); }
-
-  std::vector<int32_t> Prompt(int n, int offset) const {
-    std::vector<int32_t> p;
-    for (int i = 0; i < n; ++i) p.push_back(10 + (i * 7 + offset) % 240);
-    return p;
-  }
-
-  GenerationResult Reference(const std::vector<int32_t>& prompt, int max_new) {
-    GenerationOptions o;
-    o.max_new_tokens = max_new;
-    o.ignore_eos = true;
-    o.page_size = kPageSize;
-    o.prefill_chunk = kChunk;
-    auto g = Generate(*model_, *tokenizer_, *backend_, prompt, o, {}, /*keep_logits=*/true);
-    EXPECT_TRUE(g.ok()) << g.status();
-    return *std::move(g);
-  }
-
   std::unique_ptr<Scheduler> MakeScheduler(double share) {
-    pool_ = std::make_unique<PagePool>(
-        PagePoolShape{4000, kPageSize, model_->config.n_kv_heads, model_->config.head_dim});
     SchedulerConfig config;
-    config.prefill_chunk = kChunk;
     config.decode_share = share;
     fake_now_ = 0;
     config.clock = [this] { return fake_now_ += 0.5; };  // two reads a step: each step takes 0.5 s
-    return std::make_unique<Scheduler>(*model_, *tokenizer_, *backend_, *pool_, config);
-  }
-
-  std::shared_ptr<Collected> Submit(Scheduler& s, const std::vector<int32_t>& prompt, int max_new) {
-    auto got = std::make_shared<Collected>();
-    EngineRequest r;
-    r.prompt = prompt;
-    r.max_new_tokens = max_new;
-    r.ignore_eos = true;
-    r.sink = CollectInto(got);
-    EXPECT_TRUE(s.Submit(std::move(r)).ok());
-    return got;
+    return NewScheduler(config);
   }
 
   // Steps until `c` has its first token; the number of steps that took. chunk_free counts
@@ -68,10 +30,6 @@ class DecodeShareTest : public ::testing::Test {
     return steps;
   }
 
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<PagePool> pool_;
   double fake_now_ = 0;
 };
 
