@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what deploy/build-image.sh and deploy/check.sh need on Debian 12 (root or sudo):
-# podman, buildah, runc, netavark/aardvark-dns (container DNS), debootstrap, and a
+# podman, buildah, runc, netavark/aardvark-dns (container DNS) with iptables (netavark sets
+# up container networks through it: without it `compose up` fails "netavark: No such file or
+# directory"), debootstrap, and a
 # venv with pinned PyPI tools: podman-compose (Debian's 1.0.3 has no --profile),
 # kubernetes-validate, yamllint. Prints the venv's bin folder.
 set -euo pipefail
-pkgs=(podman buildah runc netavark aardvark-dns debootstrap uidmap python3-venv prometheus curl)
+pkgs=(podman buildah runc netavark aardvark-dns iptables debootstrap uidmap python3-venv prometheus curl)
 # kubectl (kustomize v5 built in) comes from the Kubernetes/Cloud SDK apt repository where the
 # machine has one; Debian's own kubernetes-client (1.20) bundles a kustomize too old for
 # deploy/k8s, so it is not a substitute.
