@@ -7,7 +7,7 @@
 # PEER_LLAMA_SERVER=path/to/llama-server runs the sweep and head-of-line workloads on llama.cpp's
 # server too, right after kvserve's (the same GGUF, threads, seed and prompts; its fp16 cache).
 # capacity32k and admit128k are the long-context forms of capacity (~25 and ~6 min; not in the default set);
-# longorder compares --max-long-prefills 0 and 1 on four 8K documents sent at once (~8 min).
+# longorder compares --max-long-prefills 0 and 1 on four 8K documents sent at once (~5 min).
 # Usage: load-tests/perf_experiments.sh [BUILD=build] [OUT=perf-results] [capacity|sweep|hol|capacity32k|admit128k|longorder ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
