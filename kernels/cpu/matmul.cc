@@ -35,8 +35,9 @@ const uint8_t* QuantizeActivations(const float* x, int64_t n, int64_t cols, DTyp
   return act.data();
 }
 
-// Tasks of kRowsPerTask weight rows (even, so Q4_1 row pairs never straddle two tasks) over
-// the weights ws[0..count), all multiplied with the same quantized activations a.
+// Tasks of kRowsPerTask weight rows (a multiple of four, so the AVX2 Q4_1 kernel's row groups
+// never straddle two tasks) over the weights ws[0..count), all multiplied with the same
+// quantized activations a.
 void QuantDotTasks(const WeightView* ws, float* const* ys, int64_t count, const uint8_t* a, int64_t n,
                    DType act_type) {
   constexpr int64_t kRowsPerTask = 16;
