@@ -145,12 +145,65 @@ void ScoreHeadGroupAvx2(const float* q, const T* k, int64_t k_stride, int64_t n,
   }
 }
 
+// Logits of three query heads (one KV group of SmolLM2, and of any model whose group size is a
+// multiple of three) for keys [0, n), three keys at a time: each key row is widened once for
+// the three heads, and nine independent accumulators keep both FMA units busy (three query
+// vectors, nine accumulators and a key fit AVX2's 16 registers). Every (head, key) dot is
+// summed exactly as in ScoreHeadGroupAvx2, so the bits do not depend on which kernel ran.
+template <typename T>
+void ScoreThreeHeadsAvx2(const float* q, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
+                         const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+  constexpr int kHeads = 3, kKeys = 3;
+  const __m128 vscale = _mm_set1_ps(scale);
+  const int64_t ahead = KvPrefetchDistance();
+  int64_t i = 0;
+  for (; i + kKeys <= n; i += kKeys) {
+    const T* k0 = k + i * k_stride;
+    if (ahead > 0) {
+      for (int j = 0; j < kKeys; ++j) {
+        PrefetchKvRow(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
+      }
+    }
+    __m256 a[kHeads][kKeys];
+    for (int h = 0; h < kHeads; ++h) {
+      for (int j = 0; j < kKeys; ++j) a[h][j] = _mm256_setzero_ps();
+    }
+    for (int64_t d = 0; d < hd; d += 8) {
+      const __m256 q0 = _mm256_loadu_ps(q + d), q1 = _mm256_loadu_ps(q + hd + d), q2 = _mm256_loadu_ps(q + 2 * hd + d);
+      for (int j = 0; j < kKeys; ++j) {
+        const __m256 kj = Load8(k0 + j * k_stride + d);
+        a[0][j] = _mm256_fmadd_ps(q0, kj, a[0][j]);
+        a[1][j] = _mm256_fmadd_ps(q1, kj, a[1][j]);
+        a[2][j] = _mm256_fmadd_ps(q2, kj, a[2][j]);
+      }
+    }
+    const __m128 w = _mm_setr_ps(lw[i * lw_stride], lw[(i + 1) * lw_stride], lw[(i + 2) * lw_stride], 0.0f);
+    for (int h = 0; h < kHeads; ++h) {
+      alignas(16) float out[4];
+      _mm_store_ps(out, _mm_fmadd_ps(Sum8x4(a[h][0], a[h][1], a[h][2], _mm256_setzero_ps()), vscale, w));
+      for (int j = 0; j < kKeys; ++j) logits[h * logits_stride + i + j] = out[j];
+    }
+  }
+  // The last keys (fewer than three): the shared kernel's one-key tail, the same arithmetic.
+  if (i < n) {
+    ScoreHeadGroupAvx2<kHeads>(q, k + i * k_stride, k_stride, n - i, hd, scale, lw + i * lw_stride, lw_stride,
+                               logits + i, logits_stride);
+  }
+}
+
 // Two heads share a pass over the keys: eight accumulators, four keys and a query vector fit
 // AVX2's 16 registers (three heads would spill).
 template <typename T>
 void ScoreKeysAvx2(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd,
                    float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
   int64_t h = 0;
+  if (heads % 3 == 0) {
+    for (; h < heads; h += 3) {
+      ScoreThreeHeadsAvx2(q + h * hd, k, k_stride, n, hd, scale, lw, lw_stride, logits + h * logits_stride,
+                          logits_stride);
+    }
+    return;
+  }
   for (; h + 2 <= heads; h += 2) {
     ScoreHeadGroupAvx2<2>(q + h * hd, k, k_stride, n, hd, scale, lw, lw_stride, logits + h * logits_stride,
                           logits_stride);
@@ -200,6 +253,18 @@ void AccumulateColumnsAllHeads(const float* p, int64_t p_stride, int64_t heads, 
 template <typename T>
 void AccumulateValuesAvx2(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride,
                           int64_t n, int64_t hd, float* acc) {
+  if (heads % 3 == 0) {
+    // Three heads (a SmolLM2 KV group) per pass, 16 columns at a time: each value row is
+    // widened once for the group (with two heads per pass, the third head widened it again).
+    for (int64_t h = 0; h < heads; h += 3) {
+      int64_t d = 0;
+      for (; d + 16 <= hd; d += 16) {
+        AccumulateColumns<3, 2>(p + h * p_stride, p_stride, v + d, v_stride, n, hd, acc + h * hd + d);
+      }
+      for (; d < hd; d += 8) AccumulateColumns<3, 1>(p + h * p_stride, p_stride, v + d, v_stride, n, hd, acc + h * hd + d);
+    }
+    return;
+  }
   int64_t d = 0;
   for (; d + 32 <= hd; d += 32) AccumulateColumnsAllHeads<4>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d);
   for (; d < hd; d += 8) AccumulateColumnsAllHeads<1>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d);

@@ -27,9 +27,10 @@ bool UseIsa(benchmark::State& state, int64_t arg, cpu::CpuIsa* isa) {
   return false;
 }
 
-// One sequence with `keys` cached entries (pages in scattered order) and `rows` new query rows.
+// One sequence with `keys` cached entries and `rows` new query rows; its pages in scattered
+// order (a fragmented pool) or consecutive (as the pool hands out a long prompt's chunks).
 struct AttentionCase {
-  AttentionCase(int64_t keys, int64_t rows, DType dtype) : n_q(rows) {
+  AttentionCase(int64_t keys, int64_t rows, DType dtype, bool consecutive = false) : n_q(rows) {
     const int64_t pages = (keys + kPage - 1) / kPage;
     k.resize(static_cast<size_t>(pages * kPage * kKvHeads * RowBytes(dtype, kHeadDim)));
     v.resize(k.size());
@@ -42,7 +43,7 @@ struct AttentionCase {
       WriteKvRow(kv, kv.k, r, keys_in.data() + r * kHeadDim);
       WriteKvRow(kv, kv.v, r, values_in.data() + r * kHeadDim);
     }
-    for (int64_t p = 0; p < pages; ++p) page_indices.push_back(static_cast<int32_t>((p * 7) % pages));
+    for (int64_t p = 0; p < pages; ++p) page_indices.push_back(static_cast<int32_t>(consecutive ? p : (p * 7) % pages));
     q_indptr = {0, static_cast<int32_t>(rows)};
     page_indptr = {0, static_cast<int32_t>(pages)};
     kv_len = {static_cast<int32_t>(keys)};
@@ -61,12 +62,12 @@ struct AttentionCase {
   PagedKv kv;
 };
 
-// Args: cached keys, query rows, 1 for f16 pages, ISA.
+// Args: cached keys, query rows, 1 for f16 pages, ISA, 1 for consecutive pages.
 void BM_PagedAttention(benchmark::State& state) {
   cpu::CpuIsa isa;
   if (!UseIsa(state, state.range(3), &isa)) return;
   cpu::ScopedCpuIsa use(isa);
-  AttentionCase c(state.range(0), state.range(1), state.range(2) ? DType::kF16 : DType::kF32);
+  AttentionCase c(state.range(0), state.range(1), state.range(2) ? DType::kF16 : DType::kF32, state.range(4) != 0);
   for (auto _ : state) {
     c.Run();
     benchmark::DoNotOptimize(c.out.data());
@@ -74,11 +75,12 @@ void BM_PagedAttention(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(1));  // query rows
 }
 BENCHMARK(BM_PagedAttention)
-    ->ArgNames({"keys", "rows", "f16", "avx512"})
+    ->ArgNames({"keys", "rows", "f16", "avx512", "consecutive"})
     // 65536 keys (50 MB of f16 K/V): larger than the L3 cache, so read from DRAM as in a
     // long decode step over 30 layers.
-    ->ArgsProduct({{640, 8192, 65536}, {1}, {0, 1}, {0, 1}})
-    ->ArgsProduct({{512, 4096}, {512}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{640, 8192, 65536}, {1}, {0, 1}, {0, 1}, {0}})
+    ->ArgsProduct({{65536}, {1}, {1}, {0, 1}, {1}})
+    ->ArgsProduct({{512, 4096}, {512}, {0, 1}, {0, 1}, {0}})
     ->Unit(benchmark::kMicrosecond);
 
 // Args: weight rows (576 columns, SmolLM2's hidden size), ISA; one activation row, as in decode.

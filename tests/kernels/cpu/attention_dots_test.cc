@@ -124,9 +124,10 @@ TEST(AttentionDotsTest, AHeadGetsTheSameBitsWhicheverHeadsShareTheCall) {
   // its numerics and --deterministic's batched == alone could break on a different grouping.
   for (CpuIsa isa : IsasThisCpuRuns())
   for (DType type : {DType::kF32, DType::kF16})
-  for (int64_t hd : {16, 64, 72, 128}) {
+  for (int64_t hd : {16, 64, 72, 128})
+  for (int64_t heads : {5, 9}) {  // 9: the three-head kernels (SmolLM2's groups); 5: pairs and one
     SCOPED_TRACE(IsaTrace(isa));
-    const int64_t heads = 9, n = 13, stride = hd + 8;
+    const int64_t n = 13, stride = hd + 8;
     const auto q = RandomFloats(heads * hd, 61);
     const Stored keys = Store(RandomFloats(n * stride, 62), type);
     const Stored values = Store(RandomFloats(n * stride, 63), type);
@@ -141,8 +142,8 @@ TEST(AttentionDotsTest, AHeadGetsTheSameBitsWhicheverHeadsShareTheCall) {
       KernelsFor(isa).score_keys(q.data() + h * hd, 1, keys.data(type), type, stride, n, hd, 0.125f, lw.data(), 1,
                                  one_logits.data(), n);
       KernelsFor(isa).accumulate_values(p.data() + h * n, n, 1, values.data(type), type, stride, n, hd, one_acc.data());
-      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(one_logits[i], logits[h * n + i]) << DTypeName(type) << " hd " << hd << " head " << h << " key " << i;
-      for (int64_t d = 0; d < hd; ++d) EXPECT_EQ(one_acc[d], acc[h * hd + d]) << DTypeName(type) << " hd " << hd << " head " << h << " col " << d;
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(one_logits[i], logits[h * n + i]) << DTypeName(type) << " hd " << hd << " heads " << heads << " head " << h << " key " << i;
+      for (int64_t d = 0; d < hd; ++d) EXPECT_EQ(one_acc[d], acc[h * hd + d]) << DTypeName(type) << " hd " << hd << " heads " << heads << " head " << h << " col " << d;
     }
   }
 }
