@@ -47,19 +47,26 @@ inline void ForEachPageRun(const PagedKv& kv, const int32_t* pages, int64_t begi
   }
 }
 
-// One task: query rows [token, token + n_tokens) of sequence seq, all heads of KV head g's
-// group, against keys [begin, end). Query row token + i sees keys below visible0 + i.
+// One task: query rows [token, token + n_tokens) of sequence seq, all heads of the groups of
+// KV heads [g, g + n_g), against keys [begin, end). Query row token + i sees keys below
+// visible0 + i. A decode token takes every KV head in one task (n_g = n_kv): a slot's K (and
+// V) rows of all heads are adjacent, so its keys are then read as one sequential stream; one
+// task per KV head read every third 128-byte piece of it, which streamed from DRAM at half
+// the rate (docs/PERF.md, eighth session). Prefill tiles keep one KV head per task (n_g = 1):
+// their sgemm runs per head.
 struct Task {
   int32_t seq;
   int32_t token;
   int32_t n_tokens;
   int32_t g;
+  int32_t n_g;
   int32_t begin;
   int32_t end;
   int32_t visible0;
 };
 
-// The online-softmax state of a task's rows (row = i * group + h for query token i, head h):
+// The online-softmax state of a task's rows (row = (i * n_g + gg) * group + h for query token
+// i, KV head g + gg, head h of its group):
 // m the largest logit so far, l the sum of exp(logit - m), acc the sum of exp(logit - m) * v.
 // m = -inf while a row has seen no weighted key; then l and acc are 0.
 struct RowState {
@@ -91,8 +98,9 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
   const int64_t hd = kv.head_dim;
   const int64_t n_kv = kv.n_kv_heads;
   const int64_t kv_row = n_kv * hd;
-  const int64_t rows = task.n_tokens * group;
-  const bool gemm = gemm_allowed && rows >= kGemmRows;
+  const int64_t token_rows = task.n_g * group;  // a query token's rows in this task
+  const int64_t rows = task.n_tokens * token_rows;
+  const bool gemm = gemm_allowed && task.n_g == 1 && rows >= kGemmRows;
   std::fill(st.m, st.m + rows, kNegInf);
   std::fill(st.l, st.l + rows, 0.0f);
   std::fill(st.acc, st.acc + rows * hd, 0.0f);
@@ -123,11 +131,14 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
       });
     } else {
       ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
-        const void* k = static_cast<const uint8_t*>(kv.k) + (slot * kv_row + task.g * hd) * kv.ElementBytes();
-        const float* lw = kv.log_w + slot * n_kv + task.g;
-        for (int64_t i = 0; i < task.n_tokens; ++i) {
-          ScoreKeys(q + ((task.token + i) * n_heads + task.g * group) * hd, group, k, kv.dtype, kv_row, run, hd,
-                    scale, lw, n_kv, logits.data() + i * group * kKeyBlock + at, kKeyBlock);
+        for (int64_t gg = 0; gg < task.n_g; ++gg) {
+          const int64_t g = task.g + gg;
+          const void* k = static_cast<const uint8_t*>(kv.k) + (slot * kv_row + g * hd) * kv.ElementBytes();
+          const float* lw = kv.log_w + slot * n_kv + g;
+          for (int64_t i = 0; i < task.n_tokens; ++i) {
+            ScoreKeys(q + ((task.token + i) * n_heads + g * group) * hd, group, k, kv.dtype, kv_row, run, hd, scale,
+                      lw, n_kv, logits.data() + (i * token_rows + gg * group) * kKeyBlock + at, kKeyBlock);
+          }
         }
       });
     }
@@ -135,8 +146,8 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
       // Keys of this block query row i may see: the rest are masked (causal), given weight 0,
       // and left out of the sum, so the row's sum is the same whichever rows share its tile.
       const int64_t seen = std::clamp<int64_t>(task.visible0 + i - b0, 0, n);
-      for (int64_t h = 0; h < group; ++h) {
-        const int64_t r = i * group + h;
+      for (int64_t h = 0; h < token_rows; ++h) {
+        const int64_t r = i * token_rows + h;
         float* lr = logits.data() + r * kKeyBlock;
         std::fill(lr + seen, lr + n, 0.0f);
         const float mx = seen == 0 ? st.m[r] : std::max(st.m[r], *std::max_element(lr, lr + seen));
@@ -160,10 +171,22 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
       GatherKeys(kv, pages, kv.v, task.g, b0, b1, block);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, n, 1.0f, logits.data(), kKeyBlock, block, hd,
                   1.0f, st.acc, hd);
-    } else {
+    } else if (task.n_g == 1) {
+      // All the task's rows (its tokens x the group's heads) share each value row.
       ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
         const void* v = static_cast<const uint8_t*>(kv.v) + (slot * kv_row + task.g * hd) * kv.ElementBytes();
         AccumulateValues(logits.data() + at, kKeyBlock, rows, v, kv.dtype, kv_row, run, hd, st.acc);
+      });
+    } else {
+      ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
+        for (int64_t gg = 0; gg < task.n_g; ++gg) {
+          const void* v = static_cast<const uint8_t*>(kv.v) + (slot * kv_row + (task.g + gg) * hd) * kv.ElementBytes();
+          for (int64_t i = 0; i < task.n_tokens; ++i) {
+            const int64_t r0 = i * token_rows + gg * group;
+            AccumulateValues(logits.data() + r0 * kKeyBlock + at, kKeyBlock, group, v, kv.dtype, kv_row, run, hd,
+                             st.acc + r0 * hd);
+          }
+        }
       });
     }
   }
@@ -222,13 +245,20 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
 
   // A unit is a tile of up to kTileTokens consecutive query rows of one sequence and one KV
   // head: its keys are read once for all of them (prefill attention would otherwise stream
-  // the whole prefix from L3 per query row). Few units — batch-1 decode has only n_kv —
+  // the whole prefix from L3 per query row). Few units — batch-1 decode has only one —
   // would leave threads idle, so then each unit's keys are split into ranges, enough to give
   // every thread several tasks; whole pages long, at least kMinSplitKeys.
   constexpr int64_t kTileTokens = 16;
+  // A decode token (a tile of one query row) takes all KV heads in one unit (see Task).
+  const auto kv_heads_per_unit = [&](int32_t tile_tokens) -> int32_t {
+    return tile_tokens == 1 && group < kGemmRows ? static_cast<int32_t>(n_kv) : 1;
+  };
   int64_t units = 0;
   for (int32_t s = 0; s < batch.n_seqs; ++s) {
-    units += (batch.q_indptr[s + 1] - batch.q_indptr[s] + kTileTokens - 1) / kTileTokens * n_kv;
+    const int32_t n_q = batch.q_indptr[s + 1] - batch.q_indptr[s];
+    for (int32_t i0 = 0; i0 < n_q; i0 += kTileTokens) {
+      units += n_kv / kv_heads_per_unit(std::min<int32_t>(kTileTokens, n_q - i0));
+    }
   }
   const int64_t want_tasks = 4 * static_cast<int64_t>(omp_get_max_threads());
   const int64_t splits_per_unit = units >= want_tasks / 2 ? 1 : (want_tasks + units - 1) / units;
@@ -249,10 +279,11 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
         split = std::max(kMinSplitKeys, (end + splits_per_unit - 1) / splits_per_unit);
         split = (split + kv.page_size - 1) / kv.page_size * kv.page_size;
       }
-      for (int32_t g = 0; g < n_kv; ++g) {
+      const int32_t n_g = kv_heads_per_unit(nt);
+      for (int32_t g = 0; g < n_kv; g += n_g) {
         unit_first.push_back(static_cast<int32_t>(tasks.size()));
         for (int64_t b = 0; b < end; b += split) {
-          tasks.push_back({s, batch.q_indptr[s] + i0, nt, g, static_cast<int32_t>(b),
+          tasks.push_back({s, batch.q_indptr[s] + i0, nt, g, n_g, static_cast<int32_t>(b),
                            static_cast<int32_t>(std::min(end, b + split)), visible0});
         }
       }
@@ -265,7 +296,7 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
   // normalises its one task) into out. The splits of a unit have the same rows, so split c of
   // a unit starting at task f holds rows at state_row[f] + (c - f) * rows.
   std::vector<int64_t> state_row(static_cast<size_t>(n_tasks + 1), 0);
-  for (int64_t i = 0; i < n_tasks; ++i) state_row[i + 1] = state_row[i] + tasks[i].n_tokens * group;
+  for (int64_t i = 0; i < n_tasks; ++i) state_row[i + 1] = state_row[i] + tasks[i].n_tokens * tasks[i].n_g * group;
   std::vector<float> m(static_cast<size_t>(state_row[n_tasks])), l(m.size()), acc(m.size() * hd);
 #pragma omp parallel
   {
@@ -282,10 +313,12 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < units; ++u) {
       const Task& first = tasks[unit_first[u]];
-      const int64_t rows = first.n_tokens * group, r0 = state_row[unit_first[u]];
+      const int64_t token_rows = first.n_g * group;
+      const int64_t rows = first.n_tokens * token_rows, r0 = state_row[unit_first[u]];
       for (int64_t r = 0; r < rows; ++r) {
         MergeSplits(m.data() + r0 + r, l.data() + r0 + r, acc.data() + (r0 + r) * hd, unit_first[u + 1] - unit_first[u],
-                    rows, hd, out + ((first.token + r / group) * shape.n_heads + first.g * group + r % group) * hd);
+                    rows, hd,
+                    out + ((first.token + r / token_rows) * shape.n_heads + first.g * group + r % token_rows) * hd);
       }
     }
   }
