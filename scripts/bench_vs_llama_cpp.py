@@ -9,16 +9,21 @@ The peer is a PyPI package installed outside the repo (never linked into kvserve
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import time
 
 import numpy as np
 
 
-def bench_llama_cpp(model, prompt, n_new, threads, repeats):
+def load_llama_cpp(model, n_ctx, threads):
     import llama_cpp
-    llm = llama_cpp.Llama(model_path=model, n_ctx=len(prompt) + n_new + 8, n_batch=512,
-                          n_threads=threads, n_threads_batch=threads, verbose=False)
+    return llama_cpp.Llama(model_path=model, n_ctx=n_ctx, n_batch=512, n_threads=threads,
+                           n_threads_batch=threads, verbose=False)
+
+
+def bench_llama_cpp(llm, prompt, n_new, repeats):
+    import llama_cpp
     best_p, best_d = 1e30, 1e30
     for _ in range(repeats):
         llm.reset()
@@ -45,22 +50,33 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--kv-dtype", choices=["f16", "f32"],
                     help="kvserve's K/V storage (default: kvserve's, f16 on the CPU like llama.cpp's)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate the two engines this many times (each round: kvserve, then "
+                         "llama.cpp, best of --repeats each) and report every round's ratio and the "
+                         "median: on a shared VM the speed drifts within minutes")
     a = ap.parse_args()
     vocab = 49152
     prompt = [(i * 7919 + 13) % vocab for i in range(a.prompt_tokens)]  # same ids as `kvserve bench`
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads))
-    ours = json.loads(subprocess.check_output(
-        [a.kvserve, "bench", "--model", a.model, "--prompt-tokens", str(a.prompt_tokens),
-         "--new-tokens", str(a.new_tokens), "--repeats", str(a.repeats)]
-        + (["--kv-dtype", a.kv_dtype] if a.kv_dtype else []), env=env))
-    peer = bench_llama_cpp(a.model, prompt, a.new_tokens, a.threads, a.repeats)
+    llm = load_llama_cpp(a.model, len(prompt) + a.new_tokens + 8, a.threads)
     print(f"threads={a.threads} prompt={a.prompt_tokens} new={a.new_tokens} repeats={a.repeats} "
-          f"kvserve kv-dtype={ours.get('kv_dtype', a.kv_dtype)} (llama.cpp: f16)")
-    print(f"{'engine':<22}{'prefill tok/s':>15}{'decode tok/s':>15}")
-    for r in (ours, peer):
-        print(f"{r['engine']:<22}{r['prefill_tok_s']:>15.1f}{r['decode_tok_s']:>15.1f}")
-    print(f"{'kvserve / llama.cpp':<22}{ours['prefill_tok_s'] / peer['prefill_tok_s']:>15.2f}"
-          f"{ours['decode_tok_s'] / peer['decode_tok_s']:>15.2f}")
+          f"rounds={a.rounds} (llama.cpp stores f16 K/V)")
+    print(f"{'round':<7}{'engine':<28}{'prefill tok/s':>15}{'decode tok/s':>15}")
+    ratios = []
+    for rnd in range(1, a.rounds + 1):
+        ours = json.loads(subprocess.check_output(
+            [a.kvserve, "bench", "--model", a.model, "--prompt-tokens", str(a.prompt_tokens),
+             "--new-tokens", str(a.new_tokens), "--repeats", str(a.repeats)]
+            + (["--kv-dtype", a.kv_dtype] if a.kv_dtype else []), env=env))
+        ours["engine"] = f"kvserve ({ours.get('cpu_isa', '?')}, {ours.get('kv_dtype', '?')} K/V)"
+        peer = bench_llama_cpp(llm, prompt, a.new_tokens, a.repeats)
+        for r in (ours, peer):
+            print(f"{rnd:<7}{r['engine']:<28}{r['prefill_tok_s']:>15.1f}{r['decode_tok_s']:>15.1f}")
+        ratios.append((ours["prefill_tok_s"] / peer["prefill_tok_s"], ours["decode_tok_s"] / peer["decode_tok_s"]))
+        print(f"{rnd:<7}{'kvserve / llama.cpp':<28}{ratios[-1][0]:>15.2f}{ratios[-1][1]:>15.2f}")
+    if a.rounds > 1:
+        print(f"{'median':<7}{'kvserve / llama.cpp':<28}{statistics.median(r[0] for r in ratios):>15.2f}"
+              f"{statistics.median(r[1] for r in ratios):>15.2f}")
 
 
 if __name__ == "__main__":
