@@ -244,12 +244,12 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
   UseSingleThreadedBlas();
 
   // A unit is a tile of up to kTileTokens consecutive query rows of one sequence and one KV
-  // head: its keys are read once for all of them (prefill attention would otherwise stream
-  // the whole prefix from L3 per query row). Few units — batch-1 decode has only one —
-  // would leave threads idle, so then each unit's keys are split into ranges, enough to give
-  // every thread several tasks; whole pages long, at least kMinSplitKeys.
+  // head (a decode token: all KV heads, see Task): its keys are read once for all of them
+  // (prefill attention would otherwise stream the whole prefix from L3 per query row). Few
+  // units — batch-1 decode has only one — would leave threads idle, so then each unit's keys
+  // are split into ranges, enough to give every thread several tasks; whole pages long, at
+  // least kMinSplitKeys.
   constexpr int64_t kTileTokens = 16;
-  // A decode token (a tile of one query row) takes all KV heads in one unit (see Task).
   const auto kv_heads_per_unit = [&](int32_t tile_tokens) -> int32_t {
     return tile_tokens == 1 && group < kGemmRows ? static_cast<int32_t>(n_kv) : 1;
   };
