@@ -11,7 +11,7 @@
 #include "kernels/cpu/avx2_sum.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/kernel_table.h"
-#include "kernels/cpu/kv_prefetch.h"
+#include "kernels/cpu/prefetch.h"
 
 namespace kvserve::cpu {
 namespace {
@@ -109,7 +109,7 @@ void ScoreHeadGroupAvx2(const float* q, const T* k, int64_t k_stride, int64_t n,
   for (; i + 4 <= n; i += 4) {
     const T* k0 = k + i * k_stride;
     if (ahead > 0) {
-      for (int j = 0; j < 4; ++j) PrefetchKvRow(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
+      for (int j = 0; j < 4; ++j) PrefetchBytes(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
     }
     __m256 a[kHeads][4];
     for (int h = 0; h < kHeads; ++h) {
@@ -161,7 +161,7 @@ void ScoreThreeHeadsAvx2(const float* q, const T* k, int64_t k_stride, int64_t n
     const T* k0 = k + i * k_stride;
     if (ahead > 0) {
       for (int j = 0; j < kKeys; ++j) {
-        PrefetchKvRow(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
+        PrefetchBytes(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
       }
     }
     __m256 a[kHeads][kKeys];
@@ -227,7 +227,7 @@ inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int6
   const int64_t ahead = KvPrefetchDistance();
   for (int64_t i = 0; i < n; ++i) {
     const T* vi = v + i * v_stride;
-    if (ahead > 0) PrefetchKvRow(vi, ahead * v_stride * int64_t{sizeof(T)}, kVecs * 8 * int64_t{sizeof(T)});
+    if (ahead > 0) PrefetchBytes(vi, ahead * v_stride * int64_t{sizeof(T)}, kVecs * 8 * int64_t{sizeof(T)});
     __m256 x[kVecs];
     for (int c = 0; c < kVecs; ++c) x[c] = Load8(vi + 8 * c);
     for (int h = 0; h < kHeads; ++h) {

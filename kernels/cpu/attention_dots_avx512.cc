@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/kernel_table.h"
-#include "kernels/cpu/kv_prefetch.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/avx512_target.h"  // last: what follows is compiled for AVX-512
 
 namespace kvserve::cpu::avx512 {
@@ -62,7 +62,7 @@ void ScoreHeadGroup(const float* q, const T* k, int64_t k_stride, int64_t n, int
   for (; i + 4 <= n; i += 4) {
     const T* k0 = k + i * k_stride;
     if (ahead > 0) {
-      for (int j = 0; j < 4; ++j) PrefetchKvRow(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
+      for (int j = 0; j < 4; ++j) PrefetchBytes(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
     }
     __m512 a[kHeads][4];
     for (int h = 0; h < kHeads; ++h) {
@@ -128,7 +128,7 @@ inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int6
   const int64_t ahead = KvPrefetchDistance();
   for (int64_t i = 0; i < n; ++i) {
     const T* vi = v + i * v_stride;
-    if (ahead > 0) PrefetchKvRow(vi, ahead * v_stride * int64_t{sizeof(T)}, kVecs * 16 * int64_t{sizeof(T)});
+    if (ahead > 0) PrefetchBytes(vi, ahead * v_stride * int64_t{sizeof(T)}, kVecs * 16 * int64_t{sizeof(T)});
     __m512 x[kVecs];
     for (int c = 0; c < kVecs; ++c) x[c] = Load16(vi + 16 * c);
     for (int h = 0; h < kHeads; ++h) {

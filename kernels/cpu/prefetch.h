@@ -1,0 +1,50 @@
+// Software prefetch for the CPU kernels that stream memory the hardware prefetcher follows
+// poorly. Why each: a decode step reads every quantized weight once, from DRAM (the model is
+// larger than L3), and the dots' per-block work leaves too few requests in flight (on the AVX2
+// EPYC box one thread streamed Q4_1 rows at 5.0 GB/s from memory against 9.5 GB/s from L2;
+// asking ~2.9 KB ahead lifted batch-1 decode by ~40%); at long context the attention loops
+// read each K/V row once, mostly from DRAM, as a strided stream (asking some keys ahead lifted
+// 4K decode by about a quarter). docs/PERF.md has both measurements. Included before
+// avx512_target.h, so it is compiled for the baseline ISA in every file.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+namespace kvserve::cpu {
+
+// The environment variable `name` as a non-negative integer, or `fallback` when it is unset:
+// each distance below can be measured and tuned on another CPU (0 turns that prefetch off).
+inline int64_t PrefetchDistanceFromEnv(const char* name, int64_t fallback) {
+  const char* env = std::getenv(name);
+  return env ? std::max<int64_t>(0, std::atoll(env)) : fallback;
+}
+
+// How far ahead of the block being read the weight dots (quant_dot.cc) ask for bytes: 2,880 by
+// default (eight Q4_1 rows of SmolLM2's 576 columns, the best of 720-5,760 measured);
+// KVSERVE_PREFETCH_WEIGHT_BYTES=N overrides it.
+inline int64_t WeightPrefetchBytes() {
+  static const int64_t bytes = PrefetchDistanceFromEnv("KVSERVE_PREFETCH_WEIGHT_BYTES", 2880);
+  return bytes;
+}
+
+// How many rows ahead the attention loops (attention_dots*.cc) ask for keys and values: 32 by
+// default; KVSERVE_PREFETCH_KEYS=N overrides it.
+inline int64_t KvPrefetchDistance() {
+  static const int64_t distance = PrefetchDistanceFromEnv("KVSERVE_PREFETCH_KEYS", 32);
+  return distance;
+}
+
+// Asks for the cache lines of the `bytes` bytes (at least one line) that start `offset` bytes
+// after `base`. A prefetch never faults, so reaching past the end of an array (another page,
+// or nothing) is harmless; the address is formed as an integer, never as a pointer past it.
+inline void PrefetchBytes(const void* base, int64_t offset, int64_t bytes) {
+  const uintptr_t start = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset);
+  for (int64_t b = 0; b < std::max<int64_t>(bytes, 1); b += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(start + static_cast<uintptr_t>(b)), _MM_HINT_T0);
+  }
+}
+
+}  // namespace kvserve::cpu
