@@ -60,6 +60,8 @@ def pooled(a, b):
         c["answer_nll_gaps"] = a["answer_nll_gaps"] + b["answer_nll_gaps"]
         c["answer_nll_gap"] = sum(c["answer_nll_gaps"]) / len(c["answer_nll_gaps"])
         c["answer_nll_gap_ci95"] = bootstrap_mean(c["answer_nll_gaps"])
+    if "needle_held" in a and "needle_held" in b:
+        c["needle_held"] = a["needle_held"] + b["needle_held"]
     c["peak_kv_bytes"] = max(a["peak_kv_bytes"], b["peak_kv_bytes"])
     return c
 

@@ -55,6 +55,11 @@ absl::Status LayerCompressor::Compress(SelectionRequest r, PagePool& pool, Seque
   }
   const int32_t* slots = SelectSlots(policy_, r, backend_, scratch_);
   const auto t1 = Clock::now();
+  if (tracker_) {
+    std::vector<int32_t> kept(static_cast<size_t>(heads * n_keep));
+    backend_.CopyOut(kept.data(), slots, static_cast<int64_t>(sizeof(int32_t)) * heads * n_keep);
+    tracker_->OnSelection(l, heads, len, kept, n_keep);
+  }
   backend_.CompactKv(L.kv, L.pages.data(), len, slots, /*new_log_w=*/nullptr, n_keep);
   if (cache) {
     if (spare_.bytes < cache->buf.bytes) {

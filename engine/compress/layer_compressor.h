@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/compress/kept_positions.h"
 #include "engine/compress/kv_policy.h"
 #include "engine/kv/page_pool.h"
 #include "kernels/backend.h"
@@ -35,6 +36,8 @@ class LayerCompressor {
   // r.window host memory), compacts them to the leading slots and frees the pages past them
   // (a question probe's slots, r.probe_slots, among them). Adds to *stats.
   absl::Status Compress(SelectionRequest r, PagePool& pool, SequenceKv& seq, int64_t l, CompressionStats* stats);
+  // Follows every later selection in *tracker (a diagnostic: the kept slots are read back).
+  void TrackPositions(KeptPositions* tracker) { tracker_ = tracker; }
 
  private:
   // A grow-only backend buffer.
@@ -57,6 +60,7 @@ class LayerCompressor {
   BackendScratch scratch_;
   Buffer spare_;
   std::vector<NormCache> norms_;
+  KeptPositions* tracker_ = nullptr;
 };
 
 }  // namespace kvserve

@@ -55,6 +55,11 @@ int64_t SequenceCompressor::MidPromptKeep(int64_t quota) const {
 
 SequenceCompressor::~SequenceCompressor() = default;
 
+void SequenceCompressor::TrackKeptPositions() {
+  if (kept_positions_) return;
+  kept_positions_ = std::make_unique<KeptPositions>(model_.config.n_layers);
+}
+
 int64_t SequenceCompressor::DecodePeakPages() const {
   if (merge_reduce_) return MergeReducePeakPages(/*decode_only=*/true);
   int64_t pages = 0;
@@ -124,6 +129,7 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
     const auto* scoring = dynamic_cast<const ScoringPolicy*>(policy_.get());
     if (!scoring) return absl::InternalError(absl::StrCat("KV policy ", settings_.policy, " does not score"));
     layers_ = std::make_unique<LayerCompressor>(backend, *scoring, c.n_layers);
+    layers_->TrackPositions(kept_positions_.get());
   }
   const int64_t len = seq.layer_len[l] - probe;
   window_.CopyOrdered(l, &window_rows_);

@@ -74,6 +74,12 @@ class SequenceCompressor {
   absl::Status AfterStep(Backend& backend, PagePool& pool, SequenceKv& seq, bool prompt_done);
 
   const CompressionStats& stats() const { return stats_; }
+  // Follows which prompt positions each layer's KV heads keep (a diagnostic for kvserve eval;
+  // scoring policies only: merge-reduce merges entries rather than keeping them). Call it
+  // before the sequence's first compression.
+  void TrackKeptPositions();
+  // The positions followed since TrackKeptPositions (null before it).
+  const KeptPositions* kept_positions() const { return kept_positions_.get(); }
   // How compressible the prompt looked (filled once the whole prompt is in; see
   // compressibility.h).
   const CompressibilityEstimate& compressibility() const { return compressibility_; }
@@ -136,6 +142,7 @@ class SequenceCompressor {
   // Scoring, selection and compaction of one layer, wherever the pool is (layer_compressor.h),
   // made with the backend of the first layer compressed; null for merge-reduce.
   std::unique_ptr<LayerCompressor> layers_;
+  std::unique_ptr<KeptPositions> kept_positions_;
 };
 
 }  // namespace kvserve

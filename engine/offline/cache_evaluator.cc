@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "engine/offline/answer_span.h"
 #include "engine/offline/kl_divergence.h"
 #include "engine/kv/sequence_clone.h"
 
@@ -69,6 +70,8 @@ absl::Status CacheEvaluator::Prefill(const EvalSample& sample) {
   }
   prefilled_.Release(*pool_);
   sample_ = sample;
+  answer_spans_ = sample_.continuation.empty() ? AnswerSpans(tokenizer_, sample_.context, sample_.answers)
+                                               : std::vector<std::pair<int64_t, int64_t>>{};
   window_ = QueryWindow(c.n_layers, options_.window, c.n_heads, c.head_dim);
   const auto t0 = Clock::now();
   const absl::Span<const int32_t> tokens = sample_.context;
@@ -192,6 +195,7 @@ absl::StatusOr<EvalScore> CacheEvaluator::Score(const CompressionSettings& setti
                                            options_.page_size, options_.prefill_chunk);
     if (!made.ok()) return made.status();
     comp = *std::move(made);
+    if (!comp->merge_reduce() && !answer_spans_.empty()) comp->TrackKeptPositions();
   }
   const bool chunked = comp && settings.at == CompressAt::kChunk;
   std::vector<float> chunk_logits;
@@ -212,6 +216,9 @@ absl::StatusOr<EvalScore> CacheEvaluator::Score(const CompressionSettings& setti
   last_mean_quota_ = comp ? std::min(comp->mean_quota(), static_cast<double>(sample_.context.size()))
                          : static_cast<double>(sample_.context.size());
   score.peak_kv_bytes = peak_pages * PagePool::PageBytes(pool_->shape());
+  if (!answer_spans_.empty() && (!comp || comp->kept_positions())) {
+    score.answer_kept = comp ? comp->kept_positions()->ShareHoldingSpans(model_.config.n_kv_heads, answer_spans_) : 1.0;
+  }
   if (sample_.continuation.empty()) {
     const std::vector<float>& first = chunked ? chunk_logits : last_logits_;
     absl::StatusOr<double> nll = AnswerNll(clone.seq(), comp ? comp->window() : nullptr, first);

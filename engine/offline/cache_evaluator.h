@@ -6,6 +6,7 @@
 // goes, exactly as a served request would.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ struct EvalScore {
   // full cache (nats; > 0: the compressed cache makes the right answer less likely). NaN for kl.
   double answer_nll_gap = 0;
   int64_t peak_kv_bytes = 0;   // most KV bytes the context's prefill held, with its compression
+  // Retrieval: of every (layer, KV head) pair, the share that still holds every token of the
+  // answer's needle once the prompt is in (1 for the full cache). NaN for kl, merge-reduce, or
+  // where the answer's tokens cannot be located.
+  double answer_kept = std::numeric_limits<double>::quiet_NaN();
 };
 
 class CacheEvaluator {
@@ -93,7 +98,8 @@ class CacheEvaluator {
   QueryWindow window_;
   std::vector<float> last_logits_;  // [vocab] after the context, with the full cache
   std::vector<float> full_logits_;  // kl: [continuation, vocab] with the full cache
-  double full_answer_nll_ = 0;      // retrieval: AnswerNll with the full cache
+  double full_answer_nll_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> answer_spans_;  // retrieval: the answers' tokens (answer_span.h)      // retrieval: AnswerNll with the full cache
   std::vector<float> scratch_;
   double prefill_seconds_ = 0;
   std::string last_answer_;

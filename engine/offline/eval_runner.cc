@@ -2,6 +2,7 @@
 #include "engine/offline/eval_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -127,7 +128,10 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
         }
         EvalCell& cell = table.cell(r, col);
         cell.values.push_back(score->value);
-        if (column.task != EvalTask::kKl) cell.nll_gaps.push_back(score->answer_nll_gap);
+        if (column.task != EvalTask::kKl) {
+          cell.nll_gaps.push_back(score->answer_nll_gap);
+          cell.needle_held.push_back(score->answer_kept);
+        }
         cell.budget_shares.push_back(
             std::min(1.0, evaluator.last_mean_quota() / static_cast<double>(column.context)));
         cell.peak_kv_bytes = std::max(cell.peak_kv_bytes, score->peak_kv_bytes);
@@ -140,8 +144,12 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
         }
         if (table.rows[r].policy == "full") full_answer = evaluator.last_answer();
         if (plan.verbose && progress) {
-          say(absl::StrFormat("  %s %.2f: %.4f (nll gap %.3f)%s", table.rows[r].policy, table.rows[r].budget,
-                              score->value, score->answer_nll_gap,
+          const std::string kept = std::isnan(score->answer_kept)
+                                       ? ""
+                                       : absl::StrFormat("; needle held by %.0f%% of layer-heads",
+                                                         100 * score->answer_kept);
+          say(absl::StrFormat("  %s %.2f: %.4f (nll gap %.3f%s)%s", table.rows[r].policy, table.rows[r].budget,
+                              score->value, score->answer_nll_gap, kept,
                                    column.task == EvalTask::kKl
                                        ? ""
                                        : absl::StrCat(" '", absl::StrReplaceAll(evaluator.last_answer(),

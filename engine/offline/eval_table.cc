@@ -102,6 +102,10 @@ std::string EvalTableJson(const EvalTable& t, const std::string& meta_json) {
         j["answer_nll_gap"] = cell.mean_nll_gap();
         j["answer_nll_gap_ci95"] = {g.low, g.high};
         j["answer_nll_gaps"] = cell.nll_gaps;
+        // Per sample, the share of layer-heads holding the needle; null where unknown.
+        nlohmann::json held = nlohmann::json::array();
+        for (double h : cell.needle_held) held.push_back(std::isnan(h) ? nlohmann::json() : nlohmann::json(h));
+        j["needle_held"] = std::move(held);
       }
       cells.push_back(std::move(j));
     }

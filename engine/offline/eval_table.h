@@ -25,6 +25,7 @@ struct EvalColumn {
 struct EvalCell {
   std::vector<double> values;    // per sample: KL in nats (kl), or 1/0 answered right (retrieval)
   std::vector<double> nll_gaps;  // retrieval, per sample: answer NLL minus the full cache's (nats)
+  std::vector<double> needle_held;  // retrieval, per sample: EvalScore::answer_kept (NaN: unknown)
   std::vector<double> budget_shares;  // per sample: mean per-layer budget as a share of the context
   int64_t peak_kv_bytes = 0;     // the most any sample's prefill held
 

@@ -164,8 +164,9 @@ const char* kEvalHelp =
     "  [--page-size N=16] [--prefill-chunk N=512] [--kv-window N=64] [--first-stage-ratio R=0.5]\n"
     "  [--pool-kernel K=5] [--sink-tokens N=4] [--reduce-protected-dims N=128]\n"
     "  [--compress-at prefill_end|chunk=prefill_end] [--chunk-headroom N=0 (chunk rows: entries above the budget\n"
-    "  during the prompt; below --prefill-chunk: back to the budget after every chunk)] [--verbose (a line per configuration, with its answer)]\n"
-    "  [--json FILE (every cell with its samples, interval, answer NLL gap and KV peak)]\n"
+    "  during the prompt; below --prefill-chunk: back to the budget after every chunk)]\n"
+    "  [--verbose (a line per configuration: its answer, and the share of layer-heads still holding the needle)]\n"
+    "  [--json FILE (every cell with its samples, interval, answer NLL gap, needle held and KV peak)]\n"
     "Each context is prefilled once with the full cache; with prefill_end each policy x budget compresses\n"
     "a copy at the end of the prompt, with chunk it prefills again, compressing after every chunk.\n"
     "Progress goes to stderr, the markdown table and the wall time to stdout.\n";

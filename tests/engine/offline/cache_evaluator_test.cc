@@ -3,6 +3,8 @@
 // leaks pages.
 #include "engine/offline/cache_evaluator.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 #include "tests/engine/tiny_model.h"
 
@@ -161,6 +163,34 @@ TEST_F(CacheEvaluatorTest, AnswerNllGapIsZeroForTheFullCacheAndTheKvPeakFollowsT
   ASSERT_TRUE(chunked.ok()) << chunked.status();
   EXPECT_EQ(a->peak_kv_bytes, full->peak_kv_bytes);
   EXPECT_LT(chunked->peak_kv_bytes, full->peak_kv_bytes);
+}
+
+TEST_F(CacheEvaluatorTest, SaysWhetherTheLayersStillHoldTheNeedle) {
+  // StreamingLLM keeps 4 sinks and the most recent entries, so where a needle sits decides
+  // whether every layer-head holds it or none does, in both modes.
+  EvalSample s = Sample(240, 0);
+  const auto text_of = [&](int64_t from, int64_t n) {
+    return tokenizer_->Decode(absl::MakeConstSpan(s.context).subspan(from, n), /*render_special=*/true);
+  };
+  s.answer_tokens = {11, 12};
+  for (CompressAt at : {CompressAt::kPrefillEnd, CompressAt::kChunk}) {
+    CompressionSettings tight = Settings("streaming", 0.25);
+    tight.at = at;
+    tight.chunk_headroom = 0;
+    s.answers = {text_of(100, 3)};  // mid-prompt: evicted
+    ASSERT_TRUE(eval_->Prefill(s).ok());
+    auto mid = eval_->Score(tight);
+    ASSERT_TRUE(mid.ok()) << mid.status();
+    EXPECT_EQ(mid->answer_kept, 0.0);
+    EXPECT_EQ(eval_->Score(Settings("full", 1.0))->answer_kept, 1.0);
+    s.answers = {text_of(232, 4)};  // among the last tokens: kept everywhere
+    ASSERT_TRUE(eval_->Prefill(s).ok());
+    EXPECT_EQ(eval_->Score(tight)->answer_kept, 1.0);
+  }
+  // Nothing to locate: not known.
+  s.answers = {"no such text"};
+  ASSERT_TRUE(eval_->Prefill(s).ok());
+  EXPECT_TRUE(std::isnan(eval_->Score(Settings("streaming", 0.25))->answer_kept));
 }
 
 TEST_F(CacheEvaluatorTest, ScoringNeedsAPrefillAndTheRecordedWindow) {
