@@ -8,7 +8,8 @@
 # server too, right after kvserve's (the same GGUF, threads, seed and prompts; its fp16 cache).
 # capacity32k and admit128k are the long-context forms of capacity (~25 and ~6 min; not in the default set);
 # longorder compares --max-long-prefills 0 and 1 on four 8K documents sent at once (~5 min).
-# Usage: load-tests/perf_experiments.sh [BUILD=build] [OUT=perf-results] [capacity|sweep|hol|capacity32k|admit128k|longorder ...]
+# hol32k is hol with one 32K-token document among 20 short requests (~30 min with the peer).
+# Usage: load-tests/perf_experiments.sh [BUILD=build] [OUT=perf-results] [capacity|sweep|hol|hol32k|capacity32k|admit128k|longorder ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}; out=${2:-perf-results}; shift $(( $# > 2 ? 2 : $# ))
@@ -37,8 +38,8 @@ start_peer() {  # SLOTS CTX_PER_SLOT: llama-server with continuous batching; set
   for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
   ADDR=127.0.0.1:$port
 }
-peer_kvload() { python3 load-tests/kvload.py --backend llama-server --addr "$ADDR" --max-context 8192 --save-result \
-  --result-dir "$out" "$@"; }
+peer_kvload() { python3 load-tests/kvload.py --backend llama-server --addr "$ADDR" --max-context "${PEER_CONTEXT:-8192}" \
+  --save-result --result-dir "$out" "$@"; }
 kvload() { python3 load-tests/kvload.py --addr "$ADDR" --metrics-addr "$MADDR" --save-result --result-dir "$out" "$@"; }
 
 long_capacity() {  # NAME KV_MEMORY MAX_CONTEXT PROMPT_TOKENS REQUESTS TIMEOUT_S: full vs SnapKV 10% chunk
@@ -50,6 +51,23 @@ long_capacity() {  # NAME KV_MEMORY MAX_CONTEXT PROMPT_TOKENS REQUESTS TIMEOUT_S
       --num-prompts "$5" --output-len 16 --request-timeout "$6" "${kv[@]}" --metadata "experiment=$1"
     stop_server
   done
+}
+
+head_of_line() {  # NAME MAX_CONTEXT PEER_SLOTS kvload-args...: short chat requests with long documents among them,
+  # kvserve (full cache) with --decode-share 0 and 0.1, then llama-server with PEER_SLOTS slots of MAX_CONTEXT
+  local name=$1 ctx=$2 slots=$3 share; shift 3
+  local hol=(--dataset bimodal --no-chat --len-dist fixed --input-len 128 --output-len 32 --goodput ttft:1000 tpot:100
+             --metadata "experiment=$name" "$@")
+  for share in 0 0.1; do
+    start_server --kv-memory 1G --max-context "$ctx" --decode-share "$share"
+    kvload --label "$name-kvserve-decode-share-$share" --result-filename "$name-kvserve-$share.json" "${hol[@]}"
+    stop_server
+  done
+  if [ -n "$peer" ]; then
+    start_peer "$slots" "$ctx"
+    PEER_CONTEXT=$ctx peer_kvload --label "$name-llama-server" --result-filename "$name-llama-server.json" "${hol[@]}"
+    stop_server
+  fi
 }
 
 for exp in $which; do
@@ -95,18 +113,11 @@ for exp in $which; do
       stop_server
     fi ;;
   hol)  # short requests at 0.5 req/s; 2 of the 30 are 8K-token documents
-    hol=(--dataset bimodal --no-chat --long-len 8000 --len-dist fixed --long-fraction 0.067 --input-len 128
-         --output-len 32 --request-rate 0.5 --num-prompts 30 --goodput ttft:1000 tpot:100 --metadata experiment=hol)
-    for share in 0 0.1; do
-      start_server --kv-memory 1G --max-context 8192 --decode-share "$share"
-      kvload --label "hol-kvserve-decode-share-$share" --result-filename "hol-kvserve-$share.json" "${hol[@]}"
-      stop_server
-    done
-    if [ -n "$peer" ]; then
-      start_peer 8 8192
-      peer_kvload --label hol-llama-server --result-filename hol-llama-server.json "${hol[@]}"
-      stop_server
-    fi ;;
+    head_of_line hol 8192 8 --long-len 8000 --long-fraction 0.067 --request-rate 0.5 --num-prompts 30 ;;
+  hol32k)  # short requests at 0.25 req/s; 1 of the 20 is a 32K-token document (past SmolLM2's trained 8K:
+    # a load, not a quality, test); llama-server gets 4 slots of 32K, the longest it is asked to hold here
+    head_of_line hol32k 32768 4 --long-len 32000 --long-fraction 0.05 --request-rate 0.25 --num-prompts 20 \
+      --request-timeout 1800 ;;
   esac
 done
 python3 load-tests/report.py "$out"/*.json --out "$out/report"
