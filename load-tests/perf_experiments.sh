@@ -30,9 +30,10 @@ start_server() {  # flags...: starts kvserve serve, sets ADDR and MADDR
   ADDR=127.0.0.1:$(sed -n 's/grpc=//p' "$out/ports"); MADDR=127.0.0.1:$(sed -n 's/metrics=//p' "$out/ports")
 }
 stop_server() { kill "$server_pid"; wait "$server_pid" || true; }
-start_peer() {  # SLOTS CTX_PER_SLOT: llama-server with continuous batching; sets ADDR
+start_peer() {  # SLOTS CTX_PER_SLOT: llama-server with continuous batching at its defaults (not our
+  # OMP_WAIT_POLICY); sets ADDR
   local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$peer" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -c $(($1 * $2)) --parallel "$1" \
+  env -u OMP_WAIT_POLICY "$peer" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -c $(($1 * $2)) --parallel "$1" \
     --cont-batching >>"$out/peer.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
