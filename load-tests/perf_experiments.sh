@@ -116,7 +116,8 @@ for exp in $which; do
   hol)  # short requests at 0.5 req/s; 2 of the 30 are 8K-token documents
     head_of_line hol 8192 8 --long-len 8000 --long-fraction 0.067 --request-rate 0.5 --num-prompts 30 ;;
   hol32k)  # short requests at 0.25 req/s; 1 of the 20 is a 32K-token document (past SmolLM2's trained 8K:
-    # a load, not a quality, test); llama-server gets 4 slots of 32K, the longest it is asked to hold here
+    # a load, not a quality, test); llama-server is asked for 4 slots of 32K but caps each at SmolLM2's 8K
+    # training context, so it refuses the document (HTTP 400; docs/PERF.md)
     head_of_line hol32k 32768 4 --long-len 32000 --long-fraction 0.05 --request-rate 0.25 --num-prompts 20 \
       --request-timeout 1800 ;;
   esac

@@ -7,7 +7,7 @@ namespace kvserve {
 void KeptPositions::OnSelection(int64_t l, int64_t heads, int64_t len, absl::Span<const int32_t> slots,
                                 int64_t n_keep) {
   Layer& L = layers_[static_cast<size_t>(l)];
-  const int64_t old_kept = L.selected ? L.kept : 0;
+  const int64_t old_kept = L.kept;
   const int64_t first_new = L.appended;
   std::vector<int32_t> next(static_cast<size_t>(heads * n_keep));
   for (int64_t h = 0; h < heads; ++h) {
@@ -21,12 +21,11 @@ void KeptPositions::OnSelection(int64_t l, int64_t heads, int64_t len, absl::Spa
   L.positions = std::move(next);
   L.kept = n_keep;
   L.appended = first_new + (len - old_kept);
-  L.selected = true;
 }
 
 bool KeptPositions::Holds(int64_t l, int64_t h, int64_t position) const {
   const Layer& L = layers_[static_cast<size_t>(l)];
-  if (!L.selected) return true;
+  // Before the first selection appended is 0, so every position counts as arriving after it.
   if (position >= L.appended) return true;  // arrived after the last selection
   const auto begin = L.positions.begin() + h * L.kept, end = begin + L.kept;
   return std::binary_search(begin, end, static_cast<int32_t>(position));

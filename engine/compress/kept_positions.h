@@ -29,9 +29,8 @@ class KeptPositions {
  private:
   struct Layer {
     std::vector<int32_t> positions;  // [heads, kept]: the positions of the kept slots, ascending
-    int64_t kept = 0;
+    int64_t kept = 0;      // 0 until the layer's first selection (a selection keeps at least one)
     int64_t appended = 0;  // positions seen so far (the next new slot's position)
-    bool selected = false;
   };
   std::vector<Layer> layers_;
 };

@@ -98,8 +98,8 @@ class CacheEvaluator {
   QueryWindow window_;
   std::vector<float> last_logits_;  // [vocab] after the context, with the full cache
   std::vector<float> full_logits_;  // kl: [continuation, vocab] with the full cache
-  double full_answer_nll_ = 0;
-  std::vector<std::pair<int64_t, int64_t>> answer_spans_;  // retrieval: the answers' tokens (answer_span.h)      // retrieval: AnswerNll with the full cache
+  double full_answer_nll_ = 0;      // retrieval: AnswerNll with the full cache
+  std::vector<std::pair<int64_t, int64_t>> answer_spans_;  // retrieval: the answers' tokens (answer_span.h)
   std::vector<float> scratch_;
   double prefill_seconds_ = 0;
   std::string last_answer_;
