@@ -5,6 +5,9 @@
 // every thread has work; a second loop merges the splits' states, as flash-decoding does.
 #include <cblas.h>
 #include <omp.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -87,6 +90,33 @@ void GatherKeys(const PagedKv& kv, const int32_t* pages, const void* base, int64
   });
 }
 
+// Adds a block's log weights to a row's logits (when lw is given) and returns the larger of mx
+// and the row's largest logit, eight lanes at a time: written as a plain loop, GCC kept it
+// scalar (one dependent vmaxss per key), which took 14% of a 4K prefill chunk's attention.
+// A max is exact, so the lanes give the same result as one running max.
+inline float AddLogWeightsAndMax(float* logits, const float* lw, int64_t n, float mx) {
+  int64_t j = 0;
+#ifdef __AVX2__
+  __m256 lanes = _mm256_set1_ps(mx);
+  for (; j + 8 <= n; j += 8) {
+    __m256 x = _mm256_loadu_ps(logits + j);
+    if (lw != nullptr) {
+      x = _mm256_add_ps(x, _mm256_loadu_ps(lw + j));
+      _mm256_storeu_ps(logits + j, x);
+    }
+    lanes = _mm256_max_ps(lanes, x);
+  }
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, lanes);
+  for (const float v : lane) mx = std::max(mx, v);
+#endif
+  for (; j < n; ++j) {
+    if (lw != nullptr) logits[j] += lw[j];
+    mx = std::max(mx, logits[j]);
+  }
+  return mx;
+}
+
 // A tile with at least this many rows (query tokens x heads of the group) computes its logits
 // and outputs with sgemm on keys and values gathered per block; fewer rows (decode) read the
 // pages in place with the AVX2 loops, where a gather would cost more than it saves.
@@ -105,13 +135,14 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
   std::fill(st.l, st.l + rows, 0.0f);
   std::fill(st.acc, st.acc + rows * hd, 0.0f);
   logits.resize(static_cast<size_t>(rows * kKeyBlock));
-  float *q_tile = nullptr, *block = nullptr;
+  float *q_tile = nullptr, *block = nullptr, *block_lw = nullptr;
   if (gemm) {
-    // The tile's query rows contiguous [rows, hd] (a token's group heads already are), and a
-    // [kKeyBlock, hd] buffer for the block's keys, then its values.
-    scratch.resize(static_cast<size_t>((rows + kKeyBlock) * hd));
+    // The tile's query rows contiguous [rows, hd] (a token's group heads already are), a
+    // [kKeyBlock, hd] buffer for the block's keys, then its values, and the block's log weights.
+    scratch.resize(static_cast<size_t>((rows + kKeyBlock) * hd + kKeyBlock));
     q_tile = scratch.data();
     block = q_tile + rows * hd;
+    block_lw = block + kKeyBlock * hd;
     for (int64_t i = 0; i < task.n_tokens; ++i) {
       std::copy_n(q + ((task.token + i) * n_heads + task.g * group) * hd, group * hd, q_tile + i * group * hd);
     }
@@ -123,11 +154,10 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
       GatherKeys(kv, pages, kv.k, task.g, b0, b1, block);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, hd, scale, q_tile, hd, block, hd, 0.0f,
                   logits.data(), kKeyBlock);
+      // The keys' log weights, strided by n_kv in the pages, gathered once for all rows.
       ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
         const float* lw = kv.log_w + slot * n_kv + task.g;
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t j = 0; j < run; ++j) logits[r * kKeyBlock + at + j] += lw[j * n_kv];
-        }
+        for (int64_t j = 0; j < run; ++j) block_lw[at + j] = lw[j * n_kv];
       });
     } else {
       ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
@@ -150,7 +180,7 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
         const int64_t r = i * token_rows + h;
         float* lr = logits.data() + r * kKeyBlock;
         std::fill(lr + seen, lr + n, 0.0f);
-        const float mx = seen == 0 ? st.m[r] : std::max(st.m[r], *std::max_element(lr, lr + seen));
+        const float mx = AddLogWeightsAndMax(lr, block_lw, seen, st.m[r]);
         // Zero-weight entries (log_w = -inf, merge-reduce padding) drop out as exp(-inf) = 0;
         // a row with no weighted entry yet would give -inf - -inf = NaN, so it is skipped.
         if (mx == kNegInf) {
@@ -249,7 +279,9 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
   // units — batch-1 decode has only one — would leave threads idle, so then each unit's keys
   // are split into ranges, enough to give every thread several tasks; whole pages long, at
   // least kMinSplitKeys.
-  constexpr int64_t kTileTokens = 16;
+  // 64 tokens give SmolLM2's group of three heads 192-row sgemms; 16 ran a 4K prefill chunk's
+  // attention 13% slower, 128 no faster (docs/PERF.md, tenth session).
+  constexpr int64_t kTileTokens = 64;
   const auto kv_heads_per_unit = [&](int32_t tile_tokens) -> int32_t {
     return tile_tokens == 1 && group < kGemmRows ? static_cast<int32_t>(n_kv) : 1;
   };

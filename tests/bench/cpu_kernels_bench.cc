@@ -81,6 +81,9 @@ BENCHMARK(BM_PagedAttention)
     ->ArgsProduct({{640, 8192, 65536}, {1}, {0, 1}, {0, 1}, {0}})
     ->ArgsProduct({{65536}, {1}, {1}, {0, 1}, {1}})
     ->ArgsProduct({{512, 4096}, {512}, {0, 1}, {0, 1}, {0}})
+    // A 512-token prefill chunk at the end of an 8K prompt, f16 pages (the default), as laid out
+    // by the pool: the step that sets 8K prefill speed.
+    ->ArgsProduct({{8192}, {512}, {1}, {0, 1}, {1}})
     ->Unit(benchmark::kMicrosecond);
 
 // Args: weight rows (576 columns, SmolLM2's hidden size), ISA; one activation row, as in decode.

@@ -126,9 +126,10 @@ void ExpectEqualsContiguousReference(const Params& params, const std::vector<Seq
 
 TEST_P(PagedAttentionTest, EqualsContiguousReference) {
   const int64_t ps = GetParam().page_size;
-  // Prefill chunks, decode steps, and lengths on both sides of page boundaries.
+  // Prefill chunks, decode steps, and lengths on both sides of page boundaries; {150, 420} is a
+  // chunk of three query tiles (64, 64, 22 tokens) over several key blocks.
   ExpectEqualsContiguousReference(GetParam(), {{1, 1}, {5, 5}, {1, ps}, {1, ps + 1}, {3, 2 * ps + 1},
-                                               {ps, 3 * ps}, {7, 40}, {40, 300}});
+                                               {ps, 3 * ps}, {7, 40}, {40, 300}, {150, 420}});
 }
 
 TEST_P(PagedAttentionTest, SingleDecodeTokenEqualsContiguousReference) {
