@@ -121,8 +121,12 @@ void ScoreKeysAs(const float* q, int64_t heads, const T* k, int64_t k_stride, in
 template <int kHeads, int kVecs, typename T>
 inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int64_t v_stride, int64_t n, int64_t hd,
                               float* acc) {
+  // Unrolled by hand (the pragmas), as in attention_dots.cc: else GCC 12 keeps `a` on the stack
+  // and stores every accumulator for every value row.
   __m512 a[kHeads][kVecs];
+#pragma GCC unroll 16
   for (int h = 0; h < kHeads; ++h) {
+#pragma GCC unroll 16
     for (int c = 0; c < kVecs; ++c) a[h][c] = _mm512_loadu_ps(acc + h * hd + 16 * c);
   }
   const int64_t ahead = KvPrefetchDistance();
@@ -136,7 +140,9 @@ inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int6
       for (int c = 0; c < kVecs; ++c) a[h][c] = _mm512_fmadd_ps(w, x[c], a[h][c]);
     }
   }
+#pragma GCC unroll 16
   for (int h = 0; h < kHeads; ++h) {
+#pragma GCC unroll 16
     for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(acc + h * hd + 16 * c, a[h][c]);
   }
 }

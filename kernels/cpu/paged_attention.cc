@@ -50,6 +50,22 @@ inline void ForEachPageRun(const PagedKv& kv, const int32_t* pages, int64_t begi
   }
 }
 
+// Calls fn like ForEachPageRun, with runs cut at most kHeadsSubRun keys long when a task takes
+// several KV heads (decode): fn then reads the run's rows head after head, and a short run's
+// rows (all heads) are still in L1 when the next head reads its part of them, so each slot's
+// K (or V) row streams from DRAM once, in order. Whole-block runs had each head's pass read
+// every third piece of 48 KB rows, over again from L2 for each head. Every kernel fn calls
+// gives the same bits however its keys are cut into runs.
+constexpr int64_t kHeadsSubRun = 24;
+template <typename Fn>
+inline void ForEachHeadsSubRun(const PagedKv& kv, const int32_t* pages, int64_t begin, int64_t end, int64_t n_heads,
+                               Fn&& fn) {
+  ForEachPageRun(kv, pages, begin, end, [&](int64_t slot, int64_t at, int64_t run) {
+    if (n_heads == 1) return fn(slot, at, run);
+    for (int64_t s = 0; s < run; s += kHeadsSubRun) fn(slot + s, at + s, std::min(kHeadsSubRun, run - s));
+  });
+}
+
 // One task: query rows [token, token + n_tokens) of sequence seq, all heads of the groups of
 // KV heads [g, g + n_g), against keys [begin, end). Query row token + i sees keys below
 // visible0 + i. A decode token takes every KV head in one task (n_g = n_kv): a slot's K (and
@@ -160,7 +176,7 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
         for (int64_t j = 0; j < run; ++j) block_lw[at + j] = lw[j * n_kv];
       });
     } else {
-      ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
+      ForEachHeadsSubRun(kv, pages, b0, b1, task.n_g, [&](int64_t slot, int64_t at, int64_t run) {
         for (int64_t gg = 0; gg < task.n_g; ++gg) {
           const int64_t g = task.g + gg;
           const void* k = static_cast<const uint8_t*>(kv.k) + (slot * kv_row + g * hd) * kv.ElementBytes();
@@ -208,7 +224,7 @@ void AttendTask(const PagedKv& kv, const int32_t* pages, const Task& task, const
         AccumulateValues(logits.data() + at, kKeyBlock, rows, v, kv.dtype, kv_row, run, hd, st.acc);
       });
     } else {
-      ForEachPageRun(kv, pages, b0, b1, [&](int64_t slot, int64_t at, int64_t run) {
+      ForEachHeadsSubRun(kv, pages, b0, b1, task.n_g, [&](int64_t slot, int64_t at, int64_t run) {
         for (int64_t gg = 0; gg < task.n_g; ++gg) {
           const void* v = static_cast<const uint8_t*>(kv.v) + (slot * kv_row + (task.g + gg) * hd) * kv.ElementBytes();
           for (int64_t i = 0; i < task.n_tokens; ++i) {

@@ -42,7 +42,10 @@ inline int64_t KvPrefetchDistance() {
 // or nothing) is harmless; the address is formed as an integer, never as a pointer past it.
 inline void PrefetchBytes(const void* base, int64_t offset, int64_t bytes) {
   const uintptr_t start = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset);
-  for (int64_t b = 0; b < std::max<int64_t>(bytes, 1); b += 64) {
+  // The bound by value: std::max returns a reference, which GCC kept in a stack slot that it
+  // stored and reloaded for every line asked for, in the attention loops' hottest path.
+  const int64_t end = bytes > 1 ? bytes : 1;
+  for (int64_t b = 0; b < end; b += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(start + static_cast<uintptr_t>(b)), _MM_HINT_T0);
   }
 }
