@@ -293,7 +293,7 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
   // head (a decode token: all KV heads, see Task): its keys are read once for all of them
   // (prefill attention would otherwise stream the whole prefix from L3 per query row). Few
   // units — batch-1 decode has only one — would leave threads idle, so then each unit's keys
-  // are split into ranges, enough to give every thread several tasks; whole pages long, at
+  // are split into ranges, two tasks for every thread (see want_tasks); whole pages long, at
   // least kMinSplitKeys.
   // 64 tokens give SmolLM2's group of three heads 192-row sgemms; 16 ran a 4K prefill chunk's
   // attention 13% slower, 128 no faster (docs/PERF.md, tenth session).
@@ -308,8 +308,10 @@ void PagedAttention(const PagedKv& kv, const AttentionBatch& batch, const Attent
       units += n_kv / kv_heads_per_unit(std::min<int32_t>(kTileTokens, n_q - i0));
     }
   }
-  const int64_t want_tasks = 4 * static_cast<int64_t>(omp_get_max_threads());
-  const int64_t splits_per_unit = units >= want_tasks / 2 ? 1 : (want_tasks + units - 1) / units;
+  // Two tasks per thread: batch-1 decode at 4K ran 3-4% faster than with four (fewer, longer
+  // streams through the pages and fewer states to merge); one leaves a thread idle.
+  const int64_t want_tasks = 2 * static_cast<int64_t>(omp_get_max_threads());
+  const int64_t splits_per_unit = units >= want_tasks ? 1 : (want_tasks + units - 1) / units;
   const int64_t invariant_split = (kInvariantSplitKeys + kv.page_size - 1) / kv.page_size * kv.page_size;
 
   std::vector<Task> tasks;
