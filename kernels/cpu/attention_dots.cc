@@ -102,14 +102,15 @@ inline __m128 Sum8x4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 // same order as one head alone, so the bits do not depend on kHeads.
 template <int kHeads, typename T>
 void ScoreHeadGroupAvx2(const float* q, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
-                        const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+                        const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride,
+                        int64_t prefetch_offset) {
   const __m128 vscale = _mm_set1_ps(scale);
-  const int64_t ahead = KvPrefetchDistance();
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
     const T* k0 = k + i * k_stride;
-    if (ahead > 0) {
-      for (int j = 0; j < 4; ++j) PrefetchBytes(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
+    if (prefetch_offset != 0) {
+      for (int j = 0; j < 4; ++j)
+        PrefetchBytes(k0, prefetch_offset + j * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
     }
     __m256 a[kHeads][4];
     for (int h = 0; h < kHeads; ++h) {
@@ -154,17 +155,17 @@ void ScoreHeadGroupAvx2(const float* q, const T* k, int64_t k_stride, int64_t n,
 // in ScoreHeadGroupAvx2, so the bits do not depend on which kernel ran.
 template <typename T>
 void ScoreThreeHeadsAvx2(const float* q, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
-                         const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+                         const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride,
+                         int64_t prefetch_offset) {
   constexpr int kHeads = 3, kKeys = 4;
   const __m128 vscale = _mm_set1_ps(scale);
-  const int64_t ahead = KvPrefetchDistance();
   int64_t i = 0;
   for (; i + kKeys <= n; i += kKeys) {
     const T* k0 = k + i * k_stride;
-    if (ahead > 0) {
+    if (prefetch_offset != 0) {
 #pragma GCC unroll 4
       for (int j = 0; j < kKeys; ++j) {
-        PrefetchBytes(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
+        PrefetchBytes(k0, prefetch_offset + j * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
       }
     }
     __m256 a[kHeads][kKeys];
@@ -193,30 +194,30 @@ void ScoreThreeHeadsAvx2(const float* q, const T* k, int64_t k_stride, int64_t n
   // The last keys (fewer than four): the shared kernel's one-key tail, the same arithmetic.
   if (i < n) {
     ScoreHeadGroupAvx2<kHeads>(q, k + i * k_stride, k_stride, n - i, hd, scale, lw + i * lw_stride, lw_stride,
-                               logits + i, logits_stride);
+                               logits + i, logits_stride, prefetch_offset);
   }
 }
 
 // Two heads share a pass over the keys: eight accumulators, four keys and a query vector fit
 // AVX2's 16 registers (three heads would spill).
 template <typename T>
-void ScoreKeysAvx2(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd,
-                   float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+void ScoreKeysAvx2(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
+                   const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride, int64_t prefetch_offset) {
   int64_t h = 0;
   if (heads % 3 == 0) {
     for (; h < heads; h += 3) {
       ScoreThreeHeadsAvx2(q + h * hd, k, k_stride, n, hd, scale, lw, lw_stride, logits + h * logits_stride,
-                          logits_stride);
+                          logits_stride, prefetch_offset);
     }
     return;
   }
   for (; h + 2 <= heads; h += 2) {
     ScoreHeadGroupAvx2<2>(q + h * hd, k, k_stride, n, hd, scale, lw, lw_stride, logits + h * logits_stride,
-                          logits_stride);
+                          logits_stride, prefetch_offset);
   }
   if (h < heads) {
     ScoreHeadGroupAvx2<1>(q + h * hd, k, k_stride, n, hd, scale, lw, lw_stride, logits + h * logits_stride,
-                          logits_stride);
+                          logits_stride, prefetch_offset);
   }
 }
 
@@ -225,7 +226,7 @@ void ScoreKeysAvx2(const float* q, int64_t heads, const T* k, int64_t k_stride, 
 // over i in order, as with one head alone, so the bits do not depend on the grouping.
 template <int kHeads, int kVecs, typename T>
 inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int64_t v_stride, int64_t n, int64_t hd,
-                              float* acc) {
+                              float* acc, int64_t prefetch_offset) {
   // The loops that load and store the accumulators are unrolled by hand (the pragmas): left to
   // GCC 12 at -O3, it copied them as memory, kept `a` on the stack and stored every
   // accumulator for every value row, one store per FMA, which bounded the whole loop.
@@ -235,10 +236,9 @@ inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int6
 #pragma GCC unroll 16
     for (int c = 0; c < kVecs; ++c) a[h][c] = _mm256_loadu_ps(acc + h * hd + 8 * c);
   }
-  const int64_t ahead = KvPrefetchDistance();
   for (int64_t i = 0; i < n; ++i) {
     const T* vi = v + i * v_stride;
-    if (ahead > 0) PrefetchBytes(vi, ahead * v_stride * int64_t{sizeof(T)}, kVecs * 8 * int64_t{sizeof(T)});
+    if (prefetch_offset != 0) PrefetchBytes(vi, prefetch_offset, kVecs * 8 * int64_t{sizeof(T)});
     // The heads' weights first, then one widened value vector at a time: three heads x four
     // vectors then take 12 accumulators + 3 weights + 1 value, AVX2's 16 registers.
     __m256 w[kHeads];
@@ -258,16 +258,18 @@ inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int6
 // Columns [0, 8 * kVecs) of every head, two heads at a time (8 accumulators, four values and a
 // weight in 16 registers).
 template <int kVecs, typename T>
-void AccumulateColumnsAllHeads(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride,
-                               int64_t n, int64_t hd, float* acc) {
+void AccumulateColumnsAllHeads(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride, int64_t n,
+                               int64_t hd, float* acc, int64_t prefetch_offset) {
   int64_t h = 0;
-  for (; h + 2 <= heads; h += 2) AccumulateColumns<2, kVecs>(p + h * p_stride, p_stride, v, v_stride, n, hd, acc + h * hd);
-  if (h < heads) AccumulateColumns<1, kVecs>(p + h * p_stride, p_stride, v, v_stride, n, hd, acc + h * hd);
+  for (; h + 2 <= heads; h += 2)
+    AccumulateColumns<2, kVecs>(p + h * p_stride, p_stride, v, v_stride, n, hd, acc + h * hd, prefetch_offset);
+  if (h < heads)
+    AccumulateColumns<1, kVecs>(p + h * p_stride, p_stride, v, v_stride, n, hd, acc + h * hd, prefetch_offset);
 }
 
 template <typename T>
-void AccumulateValuesAvx2(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride,
-                          int64_t n, int64_t hd, float* acc) {
+void AccumulateValuesAvx2(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride, int64_t n,
+                          int64_t hd, float* acc, int64_t prefetch_offset) {
   if (heads % 3 == 0) {
     // Three heads (a SmolLM2 KV group) per pass, 32 columns at a time (twelve independent
     // accumulators: with six, each FMA waited on the one before it): each value row is widened
@@ -275,35 +277,39 @@ void AccumulateValuesAvx2(const float* p, int64_t p_stride, int64_t heads, const
     for (int64_t h = 0; h < heads; h += 3) {
       int64_t d = 0;
       for (; d + 32 <= hd; d += 32) {
-        AccumulateColumns<3, 4>(p + h * p_stride, p_stride, v + d, v_stride, n, hd, acc + h * hd + d);
+        AccumulateColumns<3, 4>(p + h * p_stride, p_stride, v + d, v_stride, n, hd, acc + h * hd + d, prefetch_offset);
       }
       for (; d + 16 <= hd; d += 16) {
-        AccumulateColumns<3, 2>(p + h * p_stride, p_stride, v + d, v_stride, n, hd, acc + h * hd + d);
+        AccumulateColumns<3, 2>(p + h * p_stride, p_stride, v + d, v_stride, n, hd, acc + h * hd + d, prefetch_offset);
       }
-      for (; d < hd; d += 8) AccumulateColumns<3, 1>(p + h * p_stride, p_stride, v + d, v_stride, n, hd, acc + h * hd + d);
+      for (; d < hd; d += 8)
+        AccumulateColumns<3, 1>(p + h * p_stride, p_stride, v + d, v_stride, n, hd, acc + h * hd + d, prefetch_offset);
     }
     return;
   }
   int64_t d = 0;
-  for (; d + 32 <= hd; d += 32) AccumulateColumnsAllHeads<4>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d);
-  for (; d < hd; d += 8) AccumulateColumnsAllHeads<1>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d);
+  for (; d + 32 <= hd; d += 32)
+    AccumulateColumnsAllHeads<4>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d, prefetch_offset);
+  for (; d < hd; d += 8)
+    AccumulateColumnsAllHeads<1>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d, prefetch_offset);
 }
 #endif
 
 template <typename T>
 void ScoreKeysAs(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
-                 const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+                 const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride, int64_t prefetch_offset) {
 #ifdef __AVX2__
-  if (hd % 8 == 0) return ScoreKeysAvx2(q, heads, k, k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride);
+  if (hd % 8 == 0)
+    return ScoreKeysAvx2(q, heads, k, k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride, prefetch_offset);
 #endif
   ScoreKeysPlain(q, heads, k, k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride);
 }
 
 template <typename T>
 void AccumulateValuesAs(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride, int64_t n,
-                        int64_t hd, float* acc) {
+                        int64_t hd, float* acc, int64_t prefetch_offset) {
 #ifdef __AVX2__
-  if (hd % 8 == 0) return AccumulateValuesAvx2(p, p_stride, heads, v, v_stride, n, hd, acc);
+  if (hd % 8 == 0) return AccumulateValuesAvx2(p, p_stride, heads, v, v_stride, n, hd, acc, prefetch_offset);
 #endif
   AccumulateValuesPlain(p, p_stride, heads, v, v_stride, n, hd, acc);
 }
@@ -313,21 +319,23 @@ void AccumulateValuesAs(const float* p, int64_t p_stride, int64_t heads, const T
 namespace avx2 {
 
 void ScoreKeys(const float* q, int64_t heads, const void* k, DType type, int64_t k_stride, int64_t n, int64_t hd,
-               float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+               float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride,
+               int64_t prefetch_offset) {
   if (type == DType::kF16) {
-    ScoreKeysAs(q, heads, static_cast<const uint16_t*>(k), k_stride, n, hd, scale, lw, lw_stride, logits,
-                logits_stride);
+    ScoreKeysAs(q, heads, static_cast<const uint16_t*>(k), k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride,
+                prefetch_offset);
   } else {
-    ScoreKeysAs(q, heads, static_cast<const float*>(k), k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride);
+    ScoreKeysAs(q, heads, static_cast<const float*>(k), k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride,
+                prefetch_offset);
   }
 }
 
 void AccumulateValues(const float* p, int64_t p_stride, int64_t heads, const void* v, DType type, int64_t v_stride,
-                      int64_t n, int64_t hd, float* acc) {
+                      int64_t n, int64_t hd, float* acc, int64_t prefetch_offset) {
   if (type == DType::kF16) {
-    AccumulateValuesAs(p, p_stride, heads, static_cast<const uint16_t*>(v), v_stride, n, hd, acc);
+    AccumulateValuesAs(p, p_stride, heads, static_cast<const uint16_t*>(v), v_stride, n, hd, acc, prefetch_offset);
   } else {
-    AccumulateValuesAs(p, p_stride, heads, static_cast<const float*>(v), v_stride, n, hd, acc);
+    AccumulateValuesAs(p, p_stride, heads, static_cast<const float*>(v), v_stride, n, hd, acc, prefetch_offset);
   }
 }
 
@@ -341,13 +349,15 @@ float ExpShiftedSum(float* x, int64_t n, float shift) {
 }  // namespace avx2
 
 void ScoreKeys(const float* q, int64_t heads, const void* k, DType type, int64_t k_stride, int64_t n, int64_t hd,
-               float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
-  ActiveKernels().score_keys(q, heads, k, type, k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride);
+               float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride,
+               int64_t prefetch_offset) {
+  ActiveKernels().score_keys(q, heads, k, type, k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride,
+                             prefetch_offset);
 }
 
 void AccumulateValues(const float* p, int64_t p_stride, int64_t heads, const void* v, DType type, int64_t v_stride,
-                      int64_t n, int64_t hd, float* acc) {
-  ActiveKernels().accumulate_values(p, p_stride, heads, v, type, v_stride, n, hd, acc);
+                      int64_t n, int64_t hd, float* acc, int64_t prefetch_offset) {
+  ActiveKernels().accumulate_values(p, p_stride, heads, v, type, v_stride, n, hd, acc, prefetch_offset);
 }
 
 float ExpShiftedSum(float* x, int64_t n, float shift) { return ActiveKernels().exp_shifted_sum(x, n, shift); }

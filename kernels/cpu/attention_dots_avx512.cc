@@ -54,15 +54,15 @@ inline __m128 Sum16x4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 // (for f16 pages the conversion, not the memory, was the cost). Every (head, key) dot is
 // still summed in the same order as one head alone, so the bits do not depend on kHeads.
 template <int kHeads, typename T>
-void ScoreHeadGroup(const float* q, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
-                    const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+void ScoreHeadGroup(const float* q, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale, const float* lw,
+                    int64_t lw_stride, float* logits, int64_t logits_stride, int64_t prefetch_offset) {
   const __m128 vscale = _mm_set1_ps(scale);
-  const int64_t ahead = KvPrefetchDistance();
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
     const T* k0 = k + i * k_stride;
-    if (ahead > 0) {
-      for (int j = 0; j < 4; ++j) PrefetchBytes(k0, (ahead + j) * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
+    if (prefetch_offset != 0) {
+      for (int j = 0; j < 4; ++j)
+        PrefetchBytes(k0, prefetch_offset + j * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
     }
     __m512 a[kHeads][4];
     for (int h = 0; h < kHeads; ++h) {
@@ -102,15 +102,23 @@ void ScoreHeadGroup(const float* q, const T* k, int64_t k_stride, int64_t n, int
 // query vector fit AVX-512's 32 registers.
 template <typename T>
 void ScoreKeysAs(const float* q, int64_t heads, const T* k, int64_t k_stride, int64_t n, int64_t hd, float scale,
-                 const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
+                 const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride, int64_t prefetch_offset) {
   for (int64_t h = 0; h < heads; h += 4) {
     const float* qh = q + h * hd;
     float* out = logits + h * logits_stride;
     switch (heads - h >= 4 ? 4 : heads - h) {  // not std::min: no shared inline code here (avx512_target.h)
-      case 4: ScoreHeadGroup<4>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride); break;
-      case 3: ScoreHeadGroup<3>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride); break;
-      case 2: ScoreHeadGroup<2>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride); break;
-      default: ScoreHeadGroup<1>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride); break;
+      case 4:
+        ScoreHeadGroup<4>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride, prefetch_offset);
+        break;
+      case 3:
+        ScoreHeadGroup<3>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride, prefetch_offset);
+        break;
+      case 2:
+        ScoreHeadGroup<2>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride, prefetch_offset);
+        break;
+      default:
+        ScoreHeadGroup<1>(qh, k, k_stride, n, hd, scale, lw, lw_stride, out, logits_stride, prefetch_offset);
+        break;
     }
   }
 }
@@ -120,7 +128,7 @@ void ScoreKeysAs(const float* q, int64_t heads, const T* k, int64_t k_stride, in
 // runs over i in order, as with one head alone, so the bits do not depend on the grouping.
 template <int kHeads, int kVecs, typename T>
 inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int64_t v_stride, int64_t n, int64_t hd,
-                              float* acc) {
+                              float* acc, int64_t prefetch_offset) {
   // Unrolled by hand (the pragmas), as in attention_dots.cc: else GCC 12 keeps `a` on the stack
   // and stores every accumulator for every value row.
   __m512 a[kHeads][kVecs];
@@ -129,10 +137,9 @@ inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int6
 #pragma GCC unroll 16
     for (int c = 0; c < kVecs; ++c) a[h][c] = _mm512_loadu_ps(acc + h * hd + 16 * c);
   }
-  const int64_t ahead = KvPrefetchDistance();
   for (int64_t i = 0; i < n; ++i) {
     const T* vi = v + i * v_stride;
-    if (ahead > 0) PrefetchBytes(vi, ahead * v_stride * int64_t{sizeof(T)}, kVecs * 16 * int64_t{sizeof(T)});
+    if (prefetch_offset != 0) PrefetchBytes(vi, prefetch_offset, kVecs * 16 * int64_t{sizeof(T)});
     __m512 x[kVecs];
     for (int c = 0; c < kVecs; ++c) x[c] = Load16(vi + 16 * c);
     for (int h = 0; h < kHeads; ++h) {
@@ -150,48 +157,62 @@ inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int6
 // Columns [0, 16 * kVecs) of `heads` heads, four heads at a time (16 accumulators, four
 // widened values and a weight in AVX-512's 32 registers).
 template <int kVecs, typename T>
-void AccumulateColumnsAllHeads(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride,
-                               int64_t n, int64_t hd, float* acc) {
+void AccumulateColumnsAllHeads(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride, int64_t n,
+                               int64_t hd, float* acc, int64_t prefetch_offset) {
   for (int64_t h = 0; h < heads; h += 4) {
     const float* ph = p + h * p_stride;
     float* ah = acc + h * hd;
     switch (heads - h >= 4 ? 4 : heads - h) {  // not std::min: no shared inline code here (avx512_target.h)
-      case 4: AccumulateColumns<4, kVecs>(ph, p_stride, v, v_stride, n, hd, ah); break;
-      case 3: AccumulateColumns<3, kVecs>(ph, p_stride, v, v_stride, n, hd, ah); break;
-      case 2: AccumulateColumns<2, kVecs>(ph, p_stride, v, v_stride, n, hd, ah); break;
-      default: AccumulateColumns<1, kVecs>(ph, p_stride, v, v_stride, n, hd, ah); break;
+      case 4:
+        AccumulateColumns<4, kVecs>(ph, p_stride, v, v_stride, n, hd, ah, prefetch_offset);
+        break;
+      case 3:
+        AccumulateColumns<3, kVecs>(ph, p_stride, v, v_stride, n, hd, ah, prefetch_offset);
+        break;
+      case 2:
+        AccumulateColumns<2, kVecs>(ph, p_stride, v, v_stride, n, hd, ah, prefetch_offset);
+        break;
+      default:
+        AccumulateColumns<1, kVecs>(ph, p_stride, v, v_stride, n, hd, ah, prefetch_offset);
+        break;
     }
   }
 }
 
 template <typename T>
 void AccumulateValuesAs(const float* p, int64_t p_stride, int64_t heads, const T* v, int64_t v_stride, int64_t n,
-                        int64_t hd, float* acc) {
+                        int64_t hd, float* acc, int64_t prefetch_offset) {
   int64_t d = 0;
-  for (; d + 64 <= hd; d += 64) AccumulateColumnsAllHeads<4>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d);
-  for (; d < hd; d += 16) AccumulateColumnsAllHeads<1>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d);
+  for (; d + 64 <= hd; d += 64)
+    AccumulateColumnsAllHeads<4>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d, prefetch_offset);
+  for (; d < hd; d += 16)
+    AccumulateColumnsAllHeads<1>(p, p_stride, heads, v + d, v_stride, n, hd, acc + d, prefetch_offset);
 }
 
 }  // namespace
 
 void ScoreKeys(const float* q, int64_t heads, const void* k, DType type, int64_t k_stride, int64_t n, int64_t hd,
-               float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride) {
-  if (hd % 16 != 0) return avx2::ScoreKeys(q, heads, k, type, k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride);
+               float scale, const float* lw, int64_t lw_stride, float* logits, int64_t logits_stride,
+               int64_t prefetch_offset) {
+  if (hd % 16 != 0)
+    return avx2::ScoreKeys(q, heads, k, type, k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride,
+                           prefetch_offset);
   if (type == DType::kF16) {
-    ScoreKeysAs(q, heads, static_cast<const uint16_t*>(k), k_stride, n, hd, scale, lw, lw_stride, logits,
-                logits_stride);
+    ScoreKeysAs(q, heads, static_cast<const uint16_t*>(k), k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride,
+                prefetch_offset);
   } else {
-    ScoreKeysAs(q, heads, static_cast<const float*>(k), k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride);
+    ScoreKeysAs(q, heads, static_cast<const float*>(k), k_stride, n, hd, scale, lw, lw_stride, logits, logits_stride,
+                prefetch_offset);
   }
 }
 
 void AccumulateValues(const float* p, int64_t p_stride, int64_t heads, const void* v, DType type, int64_t v_stride,
-                      int64_t n, int64_t hd, float* acc) {
-  if (hd % 16 != 0) return avx2::AccumulateValues(p, p_stride, heads, v, type, v_stride, n, hd, acc);
+                      int64_t n, int64_t hd, float* acc, int64_t prefetch_offset) {
+  if (hd % 16 != 0) return avx2::AccumulateValues(p, p_stride, heads, v, type, v_stride, n, hd, acc, prefetch_offset);
   if (type == DType::kF16) {
-    AccumulateValuesAs(p, p_stride, heads, static_cast<const uint16_t*>(v), v_stride, n, hd, acc);
+    AccumulateValuesAs(p, p_stride, heads, static_cast<const uint16_t*>(v), v_stride, n, hd, acc, prefetch_offset);
   } else {
-    AccumulateValuesAs(p, p_stride, heads, static_cast<const float*>(v), v_stride, n, hd, acc);
+    AccumulateValuesAs(p, p_stride, heads, static_cast<const float*>(v), v_stride, n, hd, acc, prefetch_offset);
   }
 }
 

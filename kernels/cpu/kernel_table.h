@@ -19,9 +19,9 @@ using QuantDotRowsTokensFn = void(DType w, const uint8_t* w_rows, int64_t row_by
                                   int64_t out_token_stride);
 using ScoreKeysFn = void(const float* q, int64_t heads, const void* k, DType type, int64_t k_stride, int64_t n,
                          int64_t hd, float scale, const float* lw, int64_t lw_stride, float* logits,
-                         int64_t logits_stride);
+                         int64_t logits_stride, int64_t prefetch_offset);
 using AccumulateValuesFn = void(const float* p, int64_t p_stride, int64_t heads, const void* v, DType type,
-                                int64_t v_stride, int64_t n, int64_t hd, float* acc);
+                                int64_t v_stride, int64_t n, int64_t hd, float* acc, int64_t prefetch_offset);
 using ExpShiftedSumFn = float(float* x, int64_t n, float shift);
 
 struct CpuKernels {

@@ -30,8 +30,9 @@ inline int64_t WeightPrefetchBytes() {
   return bytes;
 }
 
-// How many rows ahead the attention loops (attention_dots*.cc) ask for keys and values: 32 by
-// default; KVSERVE_PREFETCH_KEYS=N overrides it.
+// How many keys ahead the attention loops ask for keys and values (paged_attention.cc finds
+// where those keys are, in whichever page; attention_dots*.cc ask for them as they read): 32
+// by default; KVSERVE_PREFETCH_KEYS=N overrides it.
 inline int64_t KvPrefetchDistance() {
   static const int64_t distance = PrefetchDistanceFromEnv("KVSERVE_PREFETCH_KEYS", 32);
   return distance;

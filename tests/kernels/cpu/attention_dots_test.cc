@@ -52,8 +52,8 @@ TEST(AttentionDotsTest, ScoreKeysEqualsPlainDotProducts) {
       const std::vector<float>& k = stored.values;
       const auto lw = RandomFloats(n * lw_stride, 3, 4.0f);
       std::vector<float> got(heads * out_stride, 7.0f);
-      KernelsFor(isa).score_keys(q.data(), heads, stored.data(type), type, k_stride, n, hd, 0.3f, lw.data(), lw_stride, got.data(),
-                out_stride);
+      KernelsFor(isa).score_keys(q.data(), heads, stored.data(type), type, k_stride, n, hd, 0.3f, lw.data(), lw_stride,
+                                 got.data(), out_stride, /*prefetch_offset=*/4096);
       for (int64_t h = 0; h < heads; ++h) {
         for (int64_t i = 0; i < n; ++i) {
           double dot = 0;
@@ -80,12 +80,13 @@ TEST(AttentionDotsTest, ScoreKeysGivesAKeyTheSameBitsWhateverRunItIsIn) {
     const auto lw = RandomFloats(n, 53, 2.0f);
     std::vector<float> whole(heads * n);
     KernelsFor(isa).score_keys(q.data(), heads, stored.data(type), type, k_stride, n, hd, 0.125f, lw.data(), 1,
-                               whole.data(), n);
+                               whole.data(), n, 0);
     const size_t elem = type == DType::kF16 ? 2 : 4;
     for (int64_t i = 0; i < n; ++i) {
       std::vector<float> one(heads);
       const void* k_i = static_cast<const uint8_t*>(stored.data(type)) + i * k_stride * elem;
-      KernelsFor(isa).score_keys(q.data(), heads, k_i, type, k_stride, 1, hd, 0.125f, lw.data() + i, 1, one.data(), 1);
+      KernelsFor(isa).score_keys(q.data(), heads, k_i, type, k_stride, 1, hd, 0.125f, lw.data() + i, 1, one.data(), 1,
+                                 0);
       for (int64_t h = 0; h < heads; ++h) {
         EXPECT_EQ(one[h], whole[h * n + i]) << DTypeName(type) << " hd " << hd << " key " << i << " head " << h;
       }
@@ -106,7 +107,8 @@ TEST(AttentionDotsTest, AccumulateValuesAddsWeightedRows) {
       const std::vector<float>& v = stored.values;
       const auto start = RandomFloats(heads * hd, 6);
       std::vector<float> got = start;
-      KernelsFor(isa).accumulate_values(p.data(), p_stride, heads, stored.data(type), type, v_stride, n, hd, got.data());
+      KernelsFor(isa).accumulate_values(p.data(), p_stride, heads, stored.data(type), type, v_stride, n, hd, got.data(),
+                                        /*prefetch_offset=*/4096);
       for (int64_t h = 0; h < heads; ++h) {
         for (int64_t d = 0; d < hd; ++d) {
           double want = start[h * hd + d];
@@ -135,13 +137,14 @@ TEST(AttentionDotsTest, AHeadGetsTheSameBitsWhicheverHeadsShareTheCall) {
     const auto p = RandomFloats(heads * n, 65);
     std::vector<float> logits(heads * n), acc(heads * hd, 0.5f);
     KernelsFor(isa).score_keys(q.data(), heads, keys.data(type), type, stride, n, hd, 0.125f, lw.data(), 1,
-                               logits.data(), n);
-    KernelsFor(isa).accumulate_values(p.data(), n, heads, values.data(type), type, stride, n, hd, acc.data());
+                               logits.data(), n, 0);
+    KernelsFor(isa).accumulate_values(p.data(), n, heads, values.data(type), type, stride, n, hd, acc.data(), 0);
     for (int64_t h = 0; h < heads; ++h) {
       std::vector<float> one_logits(n), one_acc(hd, 0.5f);
       KernelsFor(isa).score_keys(q.data() + h * hd, 1, keys.data(type), type, stride, n, hd, 0.125f, lw.data(), 1,
-                                 one_logits.data(), n);
-      KernelsFor(isa).accumulate_values(p.data() + h * n, n, 1, values.data(type), type, stride, n, hd, one_acc.data());
+                                 one_logits.data(), n, 0);
+      KernelsFor(isa).accumulate_values(p.data() + h * n, n, 1, values.data(type), type, stride, n, hd, one_acc.data(),
+                                        0);
       for (int64_t i = 0; i < n; ++i) EXPECT_EQ(one_logits[i], logits[h * n + i]) << DTypeName(type) << " hd " << hd << " heads " << heads << " head " << h << " key " << i;
       for (int64_t d = 0; d < hd; ++d) EXPECT_EQ(one_acc[d], acc[h * hd + d]) << DTypeName(type) << " hd " << hd << " heads " << heads << " head " << h << " col " << d;
     }
