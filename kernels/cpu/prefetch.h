@@ -42,8 +42,9 @@ inline int64_t KvPrefetchDistance() {
 // after `base`, as non-temporal (NTA): what is asked for here is read once per step, and on
 // the Zen 2 EPYC box NTA rather than T0 (or T2: the same as T0) ran the kernel bench's
 // 65,536-key decode attention 13% faster and the Q4_1 rows streamed from DRAM 10% faster,
-// batch-1 4K decode 7% (docs/PERF.md, twelfth session). A prefetch never faults, so reaching past the end of an array (another page,
-// or nothing) is harmless; the address is formed as an integer, never as a pointer past it.
+// batch-1 4K decode 7% (docs/PERF.md, twelfth session). A prefetch never faults, so reaching
+// past the end of an array (another page, or nothing) is harmless; the address is formed as an
+// integer, never as a pointer past it.
 inline void PrefetchBytes(const void* base, int64_t offset, int64_t bytes) {
   const uintptr_t start = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset);
   // The bound by value: std::max returns a reference, which GCC kept in a stack slot that it
