@@ -66,7 +66,8 @@ inline void PrefetchKvRows(const PagedKv& kv, const int32_t* pages, const void* 
 
 // Calls fn(first_slot_index, offset_in_range, count, prefetch_offset) for the keys [begin,
 // end) of KV heads [g, g + n_g) (K or V: base) in runs contiguous in memory and at most kSubRun
-// keys long. prefetch_offset (for the kernels, attention_dots.h) points each key's row at the
+// keys long (one head's runs too: one offset serves a run only while its target keys are
+// contiguous, which a short run makes likely). prefetch_offset (for the kernels, attention_dots.h) points each key's row at the
 // row of the key KvPrefetchDistance() further on (below limit, the task's end), in whichever
 // page holds it, so the kernels ask for it while they read: the kernels alone asked for the
 // row that follows in memory, which in a fragmented pool is another sequence's or nobody's (a
