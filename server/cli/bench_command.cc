@@ -11,6 +11,7 @@
 #include "engine/kv/kv_memory.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_loader.h"
+#include "engine/model/step_bytes.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/cli/context_flag.h"
@@ -139,7 +140,9 @@ int RunBench(int argc, char** argv) {
   CompressionStats best_stats;
   int64_t peak_pages = 0;
   bool probes_question = false;
+  int64_t decode_kv_bytes = 0;  // K/V bytes the decode steps read, all sequences (the last repeat's)
   for (int64_t r = 0; r < *repeats; ++r) {
+    decode_kv_bytes = 0;
     std::vector<std::unique_ptr<SequenceCompressor>> comps(static_cast<size_t>(nb));
     PagePoolShape shape{0, *page_size, c.n_kv_heads, c.head_dim, *kv_dtype};
     for (int64_t b = 0; b < nb; ++b) {
@@ -185,6 +188,7 @@ int RunBench(int argc, char** argv) {
     for (int64_t i = 0; i < *n_new; ++i) {
       for (int64_t b = 0; b < nb; ++b) {
         step[b] = {absl::MakeConstSpan(&next[b], 1), *n_prompt + i, &seqs[b], false, window(b)};
+        decode_kv_bytes += KvBytesPerDecodeToken(seqs[b], shape);
       }
       logits.clear();
       if (auto st = fwd.Step(step, &logits); !st.ok()) return Fail(st);
@@ -203,6 +207,11 @@ int RunBench(int argc, char** argv) {
     for (auto& s : seqs) s.Release(pool);
   }
   const int64_t page_bytes = PagePool::PageBytes({0, *page_size, c.n_kv_heads, c.head_dim, *kv_dtype});
+  // What a decode step reads, on average: every weight once, and each sequence's K/V. Against
+  // the machine's streaming read rate (tests/bench/stream_bandwidth_bench.cc) it gives the
+  // decode roofline; decode_read_gb_s is the rate the decode steps achieved.
+  const double step_bytes =
+      static_cast<double>(WeightBytesPerStep(model->weights)) + static_cast<double>(decode_kv_bytes) / *n_new;
   // The CPU kernels' ISA (KVSERVE_CPU_ISA forces one), so runs of both can be told apart.
   const std::string cpu_isa(backend->Name() == "cpu" ? CpuKernelIsa() : "none");
   std::printf("{\"engine\":\"kvserve\",\"cpu_isa\":\"%s\",\"kv_dtype\":\"%s\",\"deterministic\":%s,\"batch\":%lld,\"prompt_tokens\":%lld,\"new_tokens\":%lld,"
@@ -210,14 +219,14 @@ int RunBench(int argc, char** argv) {
               "\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"chunk_scoring\":\"%s\",\"kv_budget\":%g,"
               "\"peak_kv_pages\":%lld,"
               "\"peak_kv_bytes\":%lld,\"prefill_compress_seconds\":%.4f,\"select_seconds\":%.4f,"
-              "\"compact_seconds\":%.4f}\n",
+              "\"compact_seconds\":%.4f,\"decode_bytes_per_step\":%.0f,\"decode_read_gb_s\":%.2f}\n",
               cpu_isa.c_str(), std::string(KvDTypeFlagName(*kv_dtype)).c_str(), determinism == Determinism::kBatchInvariant ? "true" : "false", static_cast<long long>(nb), static_cast<long long>(*n_prompt), static_cast<long long>(*n_new),
               static_cast<long long>(*chunk), nb * *n_prompt / best_prefill, nb * *n_new / best_decode,
               kv->policy.c_str(), std::string(CompressAtName(kv->at)).c_str(),
               probes_question ? "question" : "window", kv->active() ? kv->budget : 1.0,
               static_cast<long long>(peak_pages), static_cast<long long>(peak_pages * page_bytes),
               best_stats.select_seconds + best_stats.compact_seconds, best_stats.select_seconds,
-              best_stats.compact_seconds);
+              best_stats.compact_seconds, step_bytes, step_bytes * *n_new / best_decode * 1e-9);
   return 0;
 }
 
