@@ -67,13 +67,14 @@ inline void PrefetchKvRows(const PagedKv& kv, const int32_t* pages, const void* 
 // Calls fn(first_slot_index, offset_in_range, count, prefetch_offset) for the keys [begin,
 // end) of KV heads [g, g + n_g) (K or V: base) in runs contiguous in memory and at most kSubRun
 // keys long (one head's runs too: one offset serves a run only while its target keys are
-// contiguous, which a short run makes likely). prefetch_offset (for the kernels, attention_dots.h) points each key's row at the
-// row of the key KvPrefetchDistance() further on (below limit, the task's end), in whichever
-// page holds it, so the kernels ask for it while they read: the kernels alone asked for the
-// row that follows in memory, which in a fragmented pool is another sequence's or nobody's (a
-// 65,536-key decode step with every 7th page ran 7.1 ms, 4.1 ms with this, 5.6 ms with no
-// prefetch). When those keys are not one contiguous run they are asked for all at once
-// before fn (such a burst, on Zen 2, does about as much as no prefetch: most of it is lost).
+// contiguous, which a short run makes likely). prefetch_offset (for the kernels,
+// attention_dots.h) points each key's row at the row of the key KvPrefetchDistance() further
+// on (below limit, the task's end), in whichever page holds it, so the kernels ask for it
+// while they read: the kernels alone asked for the row that follows in memory, which in a
+// fragmented pool is another sequence's or nobody's (a 65,536-key decode step with every 7th
+// page ran 7.1 ms, 4.1 ms with this, 5.6 ms with no prefetch). When those keys are not one
+// contiguous run they are asked for all at once before fn (such a burst, on Zen 2, does about
+// as much as no prefetch: most of it is lost).
 // With several KV heads (decode) fn reads a run's rows head after head: a short run's rows
 // (all heads) are still in L1 when the next head reads its part of them, so each slot's K (or
 // V) row streams from DRAM once, in order (whole-block runs had each head's pass read every
