@@ -67,8 +67,18 @@ struct CompressionSettings {
   // chunk keeps 43 (docs/QUALITY.md); at 128K it adds 2048 entries per layer to a 13K budget.
   int64_t chunk_headroom = 2048;
   double first_stage_ratio = 0.5;   // CriticalKV
-  int64_t window = 64;              // observation window, in queries
-  int64_t pool_kernel = 5;          // SnapKV average pool
+  // The observation window (in queries) and SnapKV's average pool. Not kvpress's 64 and 5 (its
+  // goldens set those): a short question after a long prompt is its last ~16 tokens, and a
+  // 64-query window scores with the filler before it; a pool of 5 keeps 2 entries either side
+  // of what the question attends to, the first digits of a number, so SnapKV read back
+  // ' 921013.' for 9210138 and answered 0 of 5 passkeys at 1K. 16 and 31 are what every cell of
+  // the reach in docs/QUALITY.md was measured with (31: the 8K multikey cell, 7-digit values).
+  int64_t window = 16;
+  int64_t pool_kernel = 31;
+  // Merge-reduce: the newest entries it never reduces. Kept at 64 when the observation window
+  // went to 16: with 16, mergereduce:cluster's logits moved 14% between f16 and f32 K/V (more
+  // of the cache merged, so rounding compounds); --kv-window sets both.
+  int64_t recent_window = 64;
   int64_t n_sink = 4;               // first tokens StreamingLLM and merge-reduce always keep
   // Merge-reduce (mergereduce:random|cluster): principal directions the clustering protects
   // (capped at head_dim), and the seed of the random reducer's draws.

@@ -242,7 +242,7 @@ CompressionSettings ResolveKvSettings(const KvSettings& kv, const CompressionSet
   if (kv.question_tokens) s.question_tokens = kv.question_tokens;
   if (kv.chunk_headroom) s.chunk_headroom = *kv.chunk_headroom;
   if (kv.first_stage_ratio) s.first_stage_ratio = *kv.first_stage_ratio;
-  if (kv.window) s.window = *kv.window;
+  if (kv.window) s.window = s.recent_window = *kv.window;
   if (kv.pool_kernel) s.pool_kernel = *kv.pool_kernel;
   if (kv.reduce_protected_dims) s.reduce_protected_dims = *kv.reduce_protected_dims;
   if (kv.sink_tokens) s.n_sink = *kv.sink_tokens;

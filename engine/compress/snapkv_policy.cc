@@ -4,6 +4,12 @@
 
 namespace kvserve {
 
+int64_t PoolKernelFor(int64_t pool_kernel, int64_t n_keep) {
+  const int64_t quarter = n_keep / 4;
+  const int64_t cap = std::max<int64_t>(1, quarter % 2 == 1 ? quarter : quarter - 1);
+  return std::min(pool_kernel, cap);
+}
+
 void SnapKvCandidateScores(const SelectionRequest& r, Backend& backend, BackendScratch& scratch, int64_t pool_kernel,
                            float* scores) {
   const LayerKv& L = r.layer;
@@ -13,7 +19,8 @@ void SnapKvCandidateScores(const SelectionRequest& r, Backend& backend, BackendS
   auto* window = scratch.Take<float>(w * row);
   backend.CopyIn(window, r.window.data() + (r.window_len - w) * row, static_cast<int64_t>(sizeof(float)) * w * row);
   float* all = r.probe_slots > 0 ? scratch.Take<float>(heads * scored) : scores;
-  backend.SnapKvScores(L.kv, L.pages.data(), scored, window, w, AttentionShape{r.n_heads, r.scale}, pool_kernel, all);
+  backend.SnapKvScores(L.kv, L.pages.data(), scored, window, w, AttentionShape{r.n_heads, r.scale},
+                       PoolKernelFor(pool_kernel, r.n_keep), all);
   if (r.probe_slots > 0) KeepCandidateColumns(r, backend, scratch, all, scores);
 }
 

@@ -20,8 +20,16 @@ class SnapKvPolicy : public ScoringPolicy {
   int64_t kernel_;
 };
 
+// The pool a selection keeping n_keep entries per head runs: pool_kernel, but at most the
+// largest odd number <= n_keep / 4 (at least 1). A pool wide against what is kept smooths the
+// scores into one span around the hottest entry: on a 40-token chat prompt at 50%, a pool of
+// 31 dropped the chat template and SmolLM2 wrote 'HHHH...'. A 7-digit needle needs the wide
+// pool only where the budget is large (31 kept at 4K and 8K tokens at 10%).
+int64_t PoolKernelFor(int64_t pool_kernel, int64_t n_keep);
+
 // scores [n_kv_heads, r.Candidates().len] (backend memory): SnapKV over the last
-// min(window_len, layer.len) window queries, a question probe's slots scored and dropped.
+// min(window_len, layer.len) window queries, pooled by PoolKernelFor(pool_kernel, r.n_keep),
+// a question probe's slots scored and dropped.
 void SnapKvCandidateScores(const SelectionRequest& r, Backend& backend, BackendScratch& scratch, int64_t pool_kernel,
                            float* scores);
 

@@ -100,7 +100,7 @@ TEST_F(AutoBudgetSequenceTest, QuotasFollowThePromptsEstimate) {
     for (double risk : {5.0, 0.05}) {
       CompressionSettings kv;
       kv.policy = policy;
-      kv.window = 16;
+      kv.window = kv.recent_window = 16;
       kv.auto_risk = risk;
       std::vector<int64_t> lens;
       int64_t reserved = 0;

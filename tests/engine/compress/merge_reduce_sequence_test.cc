@@ -39,7 +39,7 @@ TEST_F(MergeReduceSequenceTest, ChunkModePeakStaysUnderTheBoundAndBelowSnapKv) {
   const auto prompt = Prompt(600);
   CompressionSettings kv;
   kv.budget = 0.1;
-  kv.window = 16;
+  kv.window = kv.recent_window = 16;  // the scoring window and merge-reduce's recent span
   kv.at = CompressAt::kChunk;
   kv.policy = "snapkv";
   const GenerationResult snap = Run(prompt, kv, 8, 64, 16);
@@ -62,7 +62,7 @@ TEST_F(MergeReduceSequenceTest, DecodeKeepsEveryLayerWithinItsSteadyBound) {
     CompressionSettings kv;
     kv.policy = policy;
     kv.budget = 40;
-    kv.window = 8;
+    kv.recent_window = 8;
     DecodeCompressed(kv, prompt_len, max_new, ps, [&](const SequenceCompressor& comp, const SequenceKv& seq, int64_t pos) {
       for (int64_t l = 0; l < c.n_layers; ++l) {
         const int64_t steady = MergeReduceBuckets::SteadyBound(comp.merge_reduce()->shape(l), prompt_len + max_new);

@@ -120,6 +120,19 @@ TEST(SnapKvPolicyTest, KeepsTheEntryTheWindowAttendsToAndTheWindow) {
   EXPECT_EQ(sel.slots, (std::vector<int32_t>{5, 20, 21, 22, 23}));
 }
 
+// A pool wider than a quarter of what a head keeps is narrowed to the largest odd number
+// within it, so a short prompt's selection is not one smoothed span (the default pool of 31
+// made SmolLM2 write 'HHHH' for a 40-token chat prompt at 50%).
+TEST(SnapKvPolicyTest, ThePoolIsNarrowedToAQuarterOfWhatIsKept) {
+  EXPECT_EQ(PoolKernelFor(31, 20), 5);    // 40-token prompt at 50%
+  EXPECT_EQ(PoolKernelFor(31, 24), 5);
+  EXPECT_EQ(PoolKernelFor(31, 102), 25);  // 1,024 tokens at 10%
+  EXPECT_EQ(PoolKernelFor(31, 410), 31);  // 4,096 tokens at 10%: as asked
+  EXPECT_EQ(PoolKernelFor(5, 20), 5);     // kvpress's 5 (its goldens) from 20 kept up
+  EXPECT_EQ(PoolKernelFor(5, 3), 1);
+  EXPECT_EQ(PoolKernelFor(5, 0), 1);
+}
+
 TEST(StreamingLlmPolicyTest, KeepsSinksAndTheMostRecent) {
   LayerFixture f(30, 2, 4);
   f.FillRandom(1);
