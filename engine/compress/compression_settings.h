@@ -71,8 +71,9 @@ struct CompressionSettings {
   // goldens set those): a short question after a long prompt is its last ~16 tokens, and a
   // 64-query window scores with the filler before it; a pool of 5 keeps 2 entries either side
   // of what the question attends to, the first digits of a number, so SnapKV read back
-  // ' 921013.' for 9210138 and answered 0 of 5 passkeys at 1K. 16 and 31 are what every cell of
-  // the reach in docs/QUALITY.md was measured with (31: the 8K multikey cell, 7-digit values).
+  // ' 921013.' for 9210138 and answered 0 of 5 passkeys at 1K. Every cell of the reach in
+  // docs/QUALITY.md was measured with 16 and 31 (with 21 too; neither pool wins every cell).
+  // Small selections run a narrower pool (PoolKernelFor, snapkv_policy.h).
   int64_t window = 16;
   int64_t pool_kernel = 31;
   // Merge-reduce: the newest entries it never reduces. Kept at 64 when the observation window
