@@ -26,7 +26,7 @@ namespace kvserve {
 struct CacheEvaluatorOptions {
   int64_t max_context = 0;    // longest context it will see
   int64_t max_extra = 64;     // most tokens run after a context (continuation or answer)
-  int64_t window = 64;        // observation window recorded during prefill; settings must match
+  int64_t window = CompressionSettings{}.window;  // window queries recorded in prefill; settings must match
   int64_t page_size = 16;
   int64_t prefill_chunk = 512;
   int64_t answer_tokens = 12; // greedy tokens a retrieval answer may take

@@ -2,34 +2,17 @@
 // a seven-digit passkey at a 10% budget, in both modes, where kvpress's defaults (a 64-query
 // window, a pool of 5) keep only the needle's first digits.
 #include "engine/compress/compression_settings.h"
-#include "engine/model/model_loader.h"
-#include "engine/offline/cache_evaluator.h"
-#include "engine/offline/retrieval_tasks.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
-#include "kernels/backend.h"
-#include "tests/test_paths.h"
+#include "tests/engine/compress/smollm2_passkey_fixture.h"
 
 namespace kvserve {
 namespace {
 
-TEST(CompressionDefaultsSmolLm2, KeepEveryDigitOfAPasskeyThatKvpressDefaultsCut) {
-  auto model = LoadGgufModel(testing::SmolLm2Path());
-  ASSERT_TRUE(model.ok()) << model.status();
-  auto tok = Tokenizer::Create(model->tokenizer);
-  ASSERT_TRUE(tok.ok());
-  auto backend = MakeCpuBackend();
-  const CompressionSettings defaults;
-  CacheEvaluatorOptions o;
-  o.max_context = 1024;
-  o.window = defaults.window;  // the queries the prefill records are the window's
-  o.prefill_chunk = 256;
-  CacheEvaluator eval(*model, *tok, *backend, o);
-  RetrievalSpec spec{1024, /*sample=*/1, /*n_samples=*/3, /*seed=*/0, PromptStyle::kPlain};
-  auto sample = BuildPasskeySample(*tok, model->tokenizer, spec);
-  ASSERT_TRUE(sample.ok()) << sample.status();
-  ASSERT_TRUE(eval.Prefill(*sample).ok());
+using CompressionDefaultsSmolLm2 = testing::SmolLm2PasskeyAt1K;
 
+TEST_F(CompressionDefaultsSmolLm2, KeepEveryDigitOfAPasskeyThatKvpressDefaultsCut) {
+  CacheEvaluator& eval = *eval_;
+  const EvalSample* sample = &*sample_;
   CompressionSettings kv;  // only the policy and the budget set
   kv.policy = "snapkv";
   kv.budget = 0.1;

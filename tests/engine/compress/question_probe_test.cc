@@ -13,6 +13,7 @@
 #include "engine/scheduler/scheduler.h"
 #include "gtest/gtest.h"
 #include "tests/engine/compress/layer_fixture.h"
+#include "tests/engine/compress/smollm2_passkey_fixture.h"
 #include "tests/engine/compress/tiny_generation_fixture.h"
 #include "tests/engine/scheduler/scheduler_test_util.h"
 #include "tests/test_paths.h"
@@ -289,25 +290,15 @@ TEST(KeyDiffPolicyTest, TheKeyThatPointsAwayFromTheRestScoresHighest) {
 // On SmolLM2, a passkey in 1,024 tokens of filler read in chunks of 256 with 10% kept: the
 // chunks' own last queries are filler and score the needle out before the question comes;
 // the question's probe keeps it, and the model reads the key back.
-TEST(QuestionProbeSmolLm2, KeepsTheNeedleThatWindowScoringDrops) {
-  auto model = LoadGgufModel(testing::SmolLm2Path());
-  ASSERT_TRUE(model.ok()) << model.status();
-  auto tok = Tokenizer::Create(model->tokenizer);
-  ASSERT_TRUE(tok.ok());
-  auto backend = MakeCpuBackend();
-  CacheEvaluatorOptions o;
-  o.max_context = 1024;
-  o.window = 16;
-  o.prefill_chunk = 256;
-  CacheEvaluator eval(*model, *tok, *backend, o);
-  RetrievalSpec spec{1024, /*sample=*/1, /*n_samples=*/3, /*seed=*/0, PromptStyle::kPlain};
-  auto sample = BuildPasskeySample(*tok, model->tokenizer, spec);
-  ASSERT_TRUE(sample.ok()) << sample.status();
-  ASSERT_TRUE(eval.Prefill(*sample).ok());
+using QuestionProbeSmolLm2 = testing::SmolLm2PasskeyAt1K;
+
+TEST_F(QuestionProbeSmolLm2, KeepsTheNeedleThatWindowScoringDrops) {
+  CacheEvaluator& eval = *eval_;
+  const EvalSample* sample = &*sample_;
   CompressionSettings kv;
   kv.policy = "snapkv";
   kv.budget = 0.1;
-  kv.window = 16;
+  kv.window = window_;
   kv.pool_kernel = 13;
   auto at_end = eval.Score(kv);
   ASSERT_TRUE(at_end.ok()) << at_end.status();
@@ -327,7 +318,7 @@ TEST(QuestionProbeSmolLm2, KeepsTheNeedleThatWindowScoringDrops) {
   EXPECT_GT(window->answer_nll_gap, question->answer_nll_gap + 2.0);
   // Both bounded: budget + one chunk per layer, far below the full cache.
   CompressionSettings full_cache;
-  full_cache.window = 16;
+  full_cache.window = window_;
   auto full = eval.Score(full_cache);
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_LT(question->peak_kv_bytes, full->peak_kv_bytes / 2);
