@@ -173,5 +173,8 @@ std::unique_ptr<Backend> MakeCpuBackend(Determinism determinism = Determinism::k
 // The instruction set the CPU backend's kernels run with ("avx2" or "avx512"; chosen once per
 // process, KVSERVE_CPU_ISA forces one).
 std::string_view CpuKernelIsa();
+// The cache level the CPU attention loops prefetch K/V rows into ("nta", "l1" or "l2"; by CPU,
+// KVSERVE_PREFETCH_KV_LEVEL forces one).
+std::string_view CpuKvPrefetchLevel();
 
 }  // namespace kvserve

@@ -110,7 +110,7 @@ void ScoreHeadGroupAvx2(const float* q, const T* k, int64_t k_stride, int64_t n,
     const T* k0 = k + i * k_stride;
     if (prefetch_offset != 0) {
       for (int j = 0; j < 4; ++j)
-        PrefetchBytes(k0, prefetch_offset + j * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
+        PrefetchKv(k0, prefetch_offset + j * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
     }
     __m256 a[kHeads][4];
     for (int h = 0; h < kHeads; ++h) {
@@ -165,7 +165,7 @@ void ScoreThreeHeadsAvx2(const float* q, const T* k, int64_t k_stride, int64_t n
     if (prefetch_offset != 0) {
 #pragma GCC unroll 4
       for (int j = 0; j < kKeys; ++j) {
-        PrefetchBytes(k0, prefetch_offset + j * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
+        PrefetchKv(k0, prefetch_offset + j * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
       }
     }
     __m256 a[kHeads][kKeys];
@@ -238,7 +238,7 @@ inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int6
   }
   for (int64_t i = 0; i < n; ++i) {
     const T* vi = v + i * v_stride;
-    if (prefetch_offset != 0) PrefetchBytes(vi, prefetch_offset, kVecs * 8 * int64_t{sizeof(T)});
+    if (prefetch_offset != 0) PrefetchKv(vi, prefetch_offset, kVecs * 8 * int64_t{sizeof(T)});
     // The heads' weights first, then one widened value vector at a time: three heads x four
     // vectors then take 12 accumulators + 3 weights + 1 value, AVX2's 16 registers.
     __m256 w[kHeads];

@@ -62,7 +62,7 @@ void ScoreHeadGroup(const float* q, const T* k, int64_t k_stride, int64_t n, int
     const T* k0 = k + i * k_stride;
     if (prefetch_offset != 0) {
       for (int j = 0; j < 4; ++j)
-        PrefetchBytes(k0, prefetch_offset + j * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
+        PrefetchKv(k0, prefetch_offset + j * k_stride * int64_t{sizeof(T)}, hd * int64_t{sizeof(T)});
     }
     __m512 a[kHeads][4];
     for (int h = 0; h < kHeads; ++h) {
@@ -139,7 +139,7 @@ inline void AccumulateColumns(const float* p, int64_t p_stride, const T* v, int6
   }
   for (int64_t i = 0; i < n; ++i) {
     const T* vi = v + i * v_stride;
-    if (prefetch_offset != 0) PrefetchBytes(vi, prefetch_offset, kVecs * 16 * int64_t{sizeof(T)});
+    if (prefetch_offset != 0) PrefetchKv(vi, prefetch_offset, kVecs * 16 * int64_t{sizeof(T)});
     __m512 x[kVecs];
     for (int c = 0; c < kVecs; ++c) x[c] = Load16(vi + 16 * c);
     for (int h = 0; h < kHeads; ++h) {

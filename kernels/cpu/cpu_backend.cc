@@ -3,6 +3,7 @@
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/kv_compress_ops.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/prefetch.h"
 
 namespace kvserve {
 namespace {
@@ -79,6 +80,8 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::string_view CpuKernelIsa() { return cpu::CpuIsaName(cpu::ActiveKernels().isa); }
+
+std::string_view CpuKvPrefetchLevel() { return cpu::PrefetchLevelName(cpu::kv_prefetch_level); }
 
 std::unique_ptr<Backend> MakeCpuBackend(Determinism determinism) {
   return std::make_unique<CpuBackend>(determinism);

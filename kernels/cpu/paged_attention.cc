@@ -59,8 +59,8 @@ inline void PrefetchKvRows(const PagedKv& kv, const int32_t* pages, const void* 
   const int64_t row = kv.n_kv_heads * kv.head_dim * elem, part = n_g * kv.head_dim * elem;
   ForEachPageRun(kv, pages, s0, s1, [&](int64_t slot, int64_t, int64_t run) {
     const uint8_t* first = static_cast<const uint8_t*>(base) + slot * row + g * kv.head_dim * elem;
-    if (part == row) return PrefetchBytes(first, 0, run * row);  // all heads: one contiguous span
-    for (int64_t i = 0; i < run; ++i) PrefetchBytes(first, i * row, part);
+    if (part == row) return PrefetchKv(first, 0, run * row);  // all heads: one contiguous span
+    for (int64_t i = 0; i < run; ++i) PrefetchKv(first, i * row, part);
   });
 }
 

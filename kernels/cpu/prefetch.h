@@ -38,21 +38,63 @@ inline int64_t KvPrefetchDistance() {
   return distance;
 }
 
+// Which cache level a software prefetch fills. What is best depends on the core, not on the
+// vector ISA: on the Zen 2 EPYC box NTA rather than T0 (or T2: the same as T0) ran the kernel
+// bench's 65,536-key decode attention 13% faster and the Q4_1 rows streamed from DRAM 10%
+// faster, batch-1 4K decode 7% (docs/PERF.md, twelfth session); on the Zen 4 EPYC box NTA and
+// T0 were level and T1 (into L2 only) ran the same attention 35-40% faster, 4K decode ~20%
+// (sixteenth session; likely because lines asked for into L1 were evicted by the loads between
+// before the loop reached them). The weight dots measured level there, so they stay at NTA.
+enum class PrefetchLevel {
+  kNta,  // _MM_HINT_NTA
+  kL1,   // _MM_HINT_T0
+  kL2,   // _MM_HINT_T1
+};
+
+// The levels this process uses (prefetch.cc): for the K/V rows of the attention loops and for
+// the weight rows of the quantized dots. By CPU unless KVSERVE_PREFETCH_KV_LEVEL or
+// KVSERVE_PREFETCH_WEIGHT_LEVEL (nta, l1 or l2) says otherwise.
+extern const PrefetchLevel kv_prefetch_level;
+extern const PrefetchLevel weight_prefetch_level;
+
+// "nta", "l1" or "l2": the names KVSERVE_PREFETCH_*_LEVEL take and `kvserve bench` prints.
+const char* PrefetchLevelName(PrefetchLevel level);
+
+// The level the environment variable `name` names, or `fallback` when it is unset or names
+// none (reported on stderr).
+PrefetchLevel PrefetchLevelFromEnv(const char* name, PrefetchLevel fallback);
+
 // Asks for the cache lines of the `bytes` bytes (at least one line) that start `offset` bytes
-// after `base`, as non-temporal (NTA): what is asked for here is read once per step, and on
-// the Zen 2 EPYC box NTA rather than T0 (or T2: the same as T0) ran the kernel bench's
-// 65,536-key decode attention 13% faster and the Q4_1 rows streamed from DRAM 10% faster,
-// batch-1 4K decode 7% (docs/PERF.md, twelfth session). A prefetch never faults, so reaching
-// past the end of an array (another page, or nothing) is harmless; the address is formed as an
-// integer, never as a pointer past it.
-inline void PrefetchBytes(const void* base, int64_t offset, int64_t bytes) {
+// after `base`, to be filled into `level`: what is asked for here is read once per step. A
+// prefetch never faults, so reaching past the end of an array (another page, or nothing) is
+// harmless; the address is formed as an integer, never as a pointer past it.
+inline void PrefetchBytes(const void* base, int64_t offset, int64_t bytes, PrefetchLevel level) {
   const uintptr_t start = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset);
   // The bound by value: std::max returns a reference, which GCC kept in a stack slot that it
   // stored and reloaded for every line asked for, in the attention loops' hottest path.
   const int64_t end = bytes > 1 ? bytes : 1;
-  for (int64_t b = 0; b < end; b += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(start + static_cast<uintptr_t>(b)), _MM_HINT_NTA);
+  // One loop per level, each with the instruction written out: with _mm_prefetch behind a
+  // switch on a value known only at run time, GCC 12 dropped every prefetch (and the loops
+  // around them) as code without effect; an asm volatile is never dropped.
+  switch (level) {
+    case PrefetchLevel::kL2:
+      for (int64_t b = 0; b < end; b += 64) asm volatile("prefetcht1 (%0)" : : "r"(start + b));
+      break;
+    case PrefetchLevel::kL1:
+      for (int64_t b = 0; b < end; b += 64) asm volatile("prefetcht0 (%0)" : : "r"(start + b));
+      break;
+    case PrefetchLevel::kNta:
+      for (int64_t b = 0; b < end; b += 64) asm volatile("prefetchnta (%0)" : : "r"(start + b));
+      break;
   }
+}
+
+// The two streams' prefetches: K/V rows (attention) and weight rows (quantized dots).
+inline void PrefetchKv(const void* base, int64_t offset, int64_t bytes) {
+  PrefetchBytes(base, offset, bytes, kv_prefetch_level);
+}
+inline void PrefetchWeights(const void* base, int64_t offset, int64_t bytes) {
+  PrefetchBytes(base, offset, bytes, weight_prefetch_level);
 }
 
 }  // namespace kvserve::cpu

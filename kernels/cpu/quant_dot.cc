@@ -63,7 +63,7 @@ float DotQ4_0Q8_0Avx2(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
   const __m256i eight = _mm256_set1_epi8(8);
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; ++b) {
-    PrefetchBytes(w + b, ahead, 1);
+    PrefetchWeights(w + b, ahead, 1);
     // q4 - 8 is signed; maddubs needs one unsigned operand, so move the sign onto q8.
     const __m256i q4 = _mm256_sub_epi8(UnpackNibbles(w[b].qs), eight);
     const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
@@ -77,7 +77,7 @@ float DotQ8_0Q8_0Avx2(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; ++b) {
-    PrefetchBytes(w + b, ahead, 1);
+    PrefetchWeights(w + b, ahead, 1);
     const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
     const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
     const __m256 scale = _mm256_set1_ps(HalfToFloat(w[b].d) * HalfToFloat(a[b].d));
@@ -100,7 +100,7 @@ float DotQ4_1Q8_1Avx2(const BlockQ4_1* w, const BlockQ8_1* a, int64_t nb) {
   __m128 mins = _mm_setzero_ps();
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; ++b) {
-    PrefetchBytes(w + b, ahead, 1);
+    PrefetchWeights(w + b, ahead, 1);
     const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
     const __m128 p = _mm_mul_ps(LoadHalfPair(&w[b].d), LoadHalfPair(&a[b].d));
     acc = _mm256_fmadd_ps(DotU8S8(UnpackNibbles(w[b].qs), q8), _mm256_broadcastss_ps(p), acc);
@@ -127,7 +127,7 @@ void DotQ4_1Q8_1RowsAvx2(const uint8_t* w_rows, int64_t row_bytes, const BlockQ8
   }
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; ++b) {
-    for (int i = 0; i < R; ++i) PrefetchBytes(w[i] + b, ahead, 1);
+    for (int i = 0; i < R; ++i) PrefetchWeights(w[i] + b, ahead, 1);
     const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
     const __m128 ds = LoadHalfPair(&a[b].d);
     for (int i = 0; i < R; ++i) {
@@ -156,7 +156,7 @@ void DotQ4_1TokensAvx2(const BlockQ4_1* w, const BlockQ8_1* const* a, int64_t nb
   }
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; ++b) {
-    PrefetchBytes(w + b, ahead, 1);
+    PrefetchWeights(w + b, ahead, 1);
     const __m256i q4 = UnpackNibbles(w[b].qs);
     const __m128 dm = LoadHalfPair(&w[b].d);
     for (int t = 0; t < T; ++t) {
@@ -186,7 +186,7 @@ void DotSignedTokensAvx2(const WB* w, const BlockQ8_0* const* a, int64_t nb, flo
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; ++b) {
-    PrefetchBytes(w + b, ahead, 1);
+    PrefetchWeights(w + b, ahead, 1);
     const __m256i qw = SignedQuants(w[b]);
     const __m256i qw_abs = _mm256_sign_epi8(qw, qw);
     const float dw = HalfToFloat(w[b].d);

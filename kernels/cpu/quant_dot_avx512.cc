@@ -86,7 +86,7 @@ void DotQ4_1Rows(const BlockQ4_1* const* w, const BlockQ8_1* a, int64_t nb, floa
   }
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; b += 2) {
-    for (int r = 0; r < R; ++r) PrefetchBytes(w[r] + b, ahead, 2 * int64_t{sizeof(BlockQ4_1)});
+    for (int r = 0; r < R; ++r) PrefetchWeights(w[r] + b, ahead, 2 * int64_t{sizeof(BlockQ4_1)});
     const bool pair = b + 1 < nb;
     const BlockQ8_1& a1 = pair ? a[b + 1] : kZeroQ8_1;
     const __m512i q8 = LoadQ8PairForQ4(a[b].qs, a1.qs);
@@ -119,7 +119,7 @@ void DotRowsTokens(const BlockQ4_1* const* w, const BlockQ8_1* const* a, int64_t
   }
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; b += 2) {
-    for (int r = 0; r < R; ++r) PrefetchBytes(w[r] + b, ahead, 2 * int64_t{sizeof(BlockQ4_1)});
+    for (int r = 0; r < R; ++r) PrefetchWeights(w[r] + b, ahead, 2 * int64_t{sizeof(BlockQ4_1)});
     const bool pair = b + 1 < nb;
     __m512i q4[R];
     __m128 dm[R];
@@ -151,7 +151,7 @@ float DotQ4_0Q8_0(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
   __m512 acc = _mm512_setzero_ps();
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; b += 2) {
-    PrefetchBytes(w + b, ahead, 2 * int64_t{sizeof(BlockQ4_0)});
+    PrefetchWeights(w + b, ahead, 2 * int64_t{sizeof(BlockQ4_0)});
     const bool pair = b + 1 < nb;
     const BlockQ8_0& a1 = pair ? a[b + 1] : kZeroQ8_0;
     const BlockQ4_0& w1 = pair ? w[b + 1] : kZeroQ4_0;
@@ -172,7 +172,7 @@ float DotQ8_0Q8_0(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
   __m512 acc = _mm512_setzero_ps();
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; b += 2) {
-    PrefetchBytes(w + b, ahead, 2 * int64_t{sizeof(BlockQ8_0)});
+    PrefetchWeights(w + b, ahead, 2 * int64_t{sizeof(BlockQ8_0)});
     const bool pair = b + 1 < nb;
     const BlockQ8_0& a1 = pair ? a[b + 1] : kZeroQ8_0;
     const BlockQ8_0& w1 = pair ? w[b + 1] : kZeroQ8_0;
@@ -203,7 +203,7 @@ void DotRowsTokens(const BlockQ8_0* const* w, const BlockQ8_0* const* a, int64_t
   }
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; b += 2) {
-    for (int r = 0; r < R; ++r) PrefetchBytes(w[r] + b, ahead, 2 * int64_t{sizeof(BlockQ8_0)});
+    for (int r = 0; r < R; ++r) PrefetchWeights(w[r] + b, ahead, 2 * int64_t{sizeof(BlockQ8_0)});
     const bool pair = b + 1 < nb;
     __m512i qw[R];
     __m128 dw[R];
@@ -247,7 +247,7 @@ void DotRowsTokens(const BlockQ4_0* const* w, const BlockQ8_0* const* a, int64_t
   }
   const int64_t ahead = WeightPrefetchBytes();
   for (int64_t b = 0; b < nb; b += 2) {
-    for (int r = 0; r < R; ++r) PrefetchBytes(w[r] + b, ahead, 2 * int64_t{sizeof(BlockQ4_0)});
+    for (int r = 0; r < R; ++r) PrefetchWeights(w[r] + b, ahead, 2 * int64_t{sizeof(BlockQ4_0)});
     const bool pair = b + 1 < nb;
     __m512i q4[R];
     for (int r = 0; r < R; ++r) {
