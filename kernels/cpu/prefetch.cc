@@ -4,7 +4,6 @@
 #include <cpuid.h>
 
 #include <cstdio>
-#include <cstring>
 #include <string_view>
 
 namespace kvserve::cpu {
@@ -13,19 +12,15 @@ namespace {
 // AMD's family number (CPUID leaf 1: base family, plus the extended family when the base is
 // 0xF), or 0 on other vendors: Zen 2 is 0x17, Zen 3 and Zen 4 0x19, Zen 5 0x1A.
 unsigned AmdFamily() {
+  __builtin_cpu_init();
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return 0;
-  char vendor[13] = {};
-  std::memcpy(vendor, &ebx, 4);
-  std::memcpy(vendor + 4, &edx, 4);
-  std::memcpy(vendor + 8, &ecx, 4);
-  if (std::string_view(vendor) != "AuthenticAMD" || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+  if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
   const unsigned base = (eax >> 8) & 0xF;
   return base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
 }
 
-// K/V rows into L2 on AMD from family 0x19 on (measured on Zen 4: NTA's lines were gone from
-// L1 before they were read), NTA elsewhere (measured on Zen 2; no other core measured).
+// K/V rows into L2 on AMD from family 0x19 on (measured on Zen 4, where NTA's lines were likely
+// gone from L1 before they were read), NTA elsewhere (measured on Zen 2; no other core measured).
 PrefetchLevel DefaultKvLevel() { return AmdFamily() >= 0x19 ? PrefetchLevel::kL2 : PrefetchLevel::kNta; }
 
 }  // namespace
