@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "kernels/dtype.h"
@@ -176,5 +177,9 @@ std::string_view CpuKernelIsa();
 // The cache level the CPU attention loops prefetch K/V rows into ("nta", "l1" or "l2"; by CPU,
 // KVSERVE_PREFETCH_KV_LEVEL forces one).
 std::string_view CpuKvPrefetchLevel();
+// How the CPU kernels' OpenMP threads wait at barriers, as the environment gave it to libgomp
+// at load ("GOMP_SPINCOUNT=10000", "OMP_WAIT_POLICY=passive", or "libgomp default"): speed on
+// shared cores depends on it (scripts/openmp_defaults.sh).
+std::string CpuOpenMpWait();
 
 }  // namespace kvserve

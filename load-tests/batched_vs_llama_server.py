@@ -25,6 +25,9 @@ sys.path.insert(0, HERE)
 from http_vs_grpc import kvload, wait_ports  # noqa: E402
 import llama_server_peer  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+import launch_env  # noqa: E402
+
 
 def decode_tok_s(result, batch):
     """The batch's decode rate: B requests each emitting one token every mean-TPOT ms."""
@@ -44,11 +47,12 @@ def main():
     ap.add_argument("--threads", default=str(os.cpu_count()), help="OMP_NUM_THREADS / llama-server -t")
     ap.add_argument("--kv-memory", default="1G")
     ap.add_argument("--port", type=int, default=18432, help="llama-server's port")
+    launch_env.add_argument(ap)
     a = ap.parse_args()
     batches = [int(b) for b in a.batches.split(",")]
     work = tempfile.mkdtemp(prefix="batched-vs-llama-")
     log = open(os.path.join(work, "servers.log"), "w")
-    env = {**os.environ, "OMP_NUM_THREADS": a.threads}
+    env = launch_env.kvserve_env({**os.environ, "OMP_NUM_THREADS": a.threads}, a.kvserve_env)
     server = subprocess.Popen([a.kvserve, "serve", "--model", a.model, "--host", "127.0.0.1", "--port", "0",
                                "--metrics-port", "-1", "--port-file", os.path.join(work, "ports"),
                                "--kv-memory", a.kv_memory], stderr=log, env=env)
@@ -85,6 +89,8 @@ def main():
     finally:
         server.terminate()
         server.wait()
+    print(f"kvserve's OpenMP waiting: " + (" ".join(f"{v}={env[v]}" for v in launch_env.OPENMP_VARS if env.get(v))
+                                            or "libgomp default"))
     print(f"threads={a.threads} input={a.input_len} output={a.output_len} rounds={a.rounds} "
           f"prompts per slot={a.prompts_per_slot}")
     print("| B | decode tok/s kvserve / llama-server | ratio | TPOT ms kvserve / llama-server | "

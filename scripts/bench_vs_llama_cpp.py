@@ -15,6 +15,8 @@ import time
 
 import numpy as np
 
+import launch_env
+
 
 def load_llama_cpp(model, n_ctx, threads):
     import llama_cpp
@@ -54,10 +56,12 @@ def main():
                     help="alternate the two engines this many times (each round: kvserve, then "
                          "llama.cpp, best of --repeats each) and report every round's ratio and the "
                          "median: on a shared VM the speed drifts within minutes")
+    launch_env.add_argument(ap)
     a = ap.parse_args()
     vocab = 49152
     prompt = [(i * 7919 + 13) % vocab for i in range(a.prompt_tokens)]  # same ids as `kvserve bench`
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads))
+    env = launch_env.kvserve_env(dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads)),
+                                 a.kvserve_env)
     llm = load_llama_cpp(a.model, len(prompt) + a.new_tokens + 8, a.threads)
     print(f"threads={a.threads} prompt={a.prompt_tokens} new={a.new_tokens} repeats={a.repeats} "
           f"rounds={a.rounds} (llama.cpp stores f16 K/V)")
@@ -69,6 +73,8 @@ def main():
              "--new-tokens", str(a.new_tokens), "--repeats", str(a.repeats)]
             + (["--kv-dtype", a.kv_dtype] if a.kv_dtype else []), env=env))
         ours["engine"] = f"kvserve ({ours.get('cpu_isa', '?')}, {ours.get('kv_dtype', '?')} K/V)"
+        if rnd == 1:
+            print(f"kvserve's OpenMP waiting: {ours.get('omp_wait', '?')}")
         peer = bench_llama_cpp(llm, prompt, a.new_tokens, a.repeats)
         for r in (ours, peer):
             print(f"{rnd:<7}{r['engine']:<28}{r['prefill_tok_s']:>15.1f}{r['decode_tok_s']:>15.1f}")

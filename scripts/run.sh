@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh >/dev/null
 model=$(scripts/fetch-model.sh)
+. scripts/openmp_defaults.sh  # OpenMP barrier waiting: spin briefly, then sleep
 build=${BUILD_DIR:-build}
 port=${PORT:-50051}
 metrics_port=${METRICS_PORT:-9400}

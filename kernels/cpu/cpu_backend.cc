@@ -1,4 +1,8 @@
 // CpuBackend: the always-built reference backend, multi-threaded with OpenMP and OpenBLAS.
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/kv_compress_ops.h"
@@ -82,6 +86,22 @@ class CpuBackend final : public Backend {
 std::string_view CpuKernelIsa() { return cpu::CpuIsaName(cpu::ActiveKernels().isa); }
 
 std::string_view CpuKvPrefetchLevel() { return cpu::PrefetchLevelName(cpu::kv_prefetch_level); }
+
+std::string CpuOpenMpWait() {
+  std::string out;
+  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    std::string value(v);
+    // Printed in logs and inside JSON strings: anything but a plain word is shown as '?'.
+    for (char& ch : value) {
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '?';
+    }
+    if (!out.empty()) out.push_back(' ');
+    out.append(name).append("=").append(value);
+  }
+  return out.empty() ? "libgomp default" : out;
+}
 
 std::unique_ptr<Backend> MakeCpuBackend(Determinism determinism) {
   return std::make_unique<CpuBackend>(determinism);

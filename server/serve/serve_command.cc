@@ -275,11 +275,13 @@ int RunServe(int argc, char** argv) {
   if (http_api) http_api->set_context(&ctx);
   SetHealth(*server, true);
   if (metrics_http) metrics_http->set_ready(true);
+  // The CPU kernels' OpenMP waiting, so an operator sees what a shared host will get.
+  const std::string omp_wait = le.backend->Name() == "cpu" ? ", OpenMP wait: " + CpuOpenMpWait() : "";
   std::fprintf(stderr,
-               "kvserve serve: ready on the %s backend (%lld KV pages of %lld tokens, %s K/V, max context %lld)\n",
+               "kvserve serve: ready on the %s backend (%lld KV pages of %lld tokens, %s K/V, max context %lld%s)\n",
                std::string(le.backend->Name()).c_str(), static_cast<long long>(ctx.kv_pages_total),
                static_cast<long long>(o.page_size), std::string(KvDTypeFlagName(le.kv_dtype)).c_str(),
-               static_cast<long long>(ctx.max_context));
+               static_cast<long long>(ctx.max_context), omp_wait.c_str());
 
   const int sig = WaitForSignal(signals);
   const auto drain_deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.drain_timeout_seconds);
