@@ -178,7 +178,7 @@ std::string_view CpuKernelIsa();
 // KVSERVE_PREFETCH_KV_LEVEL forces one).
 std::string_view CpuKvPrefetchLevel();
 // How the CPU kernels' OpenMP threads wait at barriers, as the environment gave it to libgomp
-// at load ("GOMP_SPINCOUNT=10000", "OMP_WAIT_POLICY=passive", or "libgomp default"): speed on
+// at load ("GOMP_SPINCOUNT=30000", "OMP_WAIT_POLICY=passive", or "libgomp default"): speed on
 // shared cores depends on it (scripts/openmp_defaults.sh).
 std::string CpuOpenMpWait();
 
