@@ -14,10 +14,9 @@ def kvserve_env(base, mode="launcher"):
     if mode == "inherit":
         return env
     out = subprocess.check_output(
-        ["sh", "-c", '. "$0" && for v in "$@"; do eval "echo $v=\\${$v-}"; done', OPENMP_DEFAULTS, *OPENMP_VARS],
+        ["sh", "-c", '. "$0" && printf "%s\\n%s\\n" "${OMP_WAIT_POLICY-}" "${GOMP_SPINCOUNT-}"', OPENMP_DEFAULTS],
         env=env, text=True)
-    for line in out.split():
-        name, value = line.split("=", 1)
+    for name, value in zip(OPENMP_VARS, out.split("\n")):
         if value:
             env[name] = value
     return env

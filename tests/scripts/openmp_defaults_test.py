@@ -9,16 +9,16 @@ import subprocess
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-DEFAULTS = os.path.join(ROOT, "scripts", "openmp_defaults.sh")
-BASE_ENV = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import launch_env  # noqa: E402  (the benchmarks' reader of scripts/openmp_defaults.sh)
+
+BASE_ENV = {k: v for k, v in os.environ.items() if k not in launch_env.OPENMP_VARS}
 
 
 def sourced(**env):
-    """OMP_WAIT_POLICY and GOMP_SPINCOUNT after sourcing the defaults under `env` ('-' = unset)."""
-    out = subprocess.check_output(
-        ["sh", "-c", '. "$0" && echo "${OMP_WAIT_POLICY--}|${GOMP_SPINCOUNT--}"', DEFAULTS],
-        env={**BASE_ENV, **env}, text=True)
-    return out.strip()
+    """OMP_WAIT_POLICY and GOMP_SPINCOUNT as kvserve gets them from the defaults under `env` ('-' = unset)."""
+    got = launch_env.kvserve_env({**BASE_ENV, **env})
+    return "|".join(got.get(v, "-") for v in launch_env.OPENMP_VARS)
 
 
 def libgomp_spincount(kvserve, env):
