@@ -36,7 +36,7 @@ const std::vector<KvPolicyRow>& KvPolicyTable() {
       {"full", [](const CompressionSettings&) -> std::unique_ptr<KvPolicy> { return std::make_unique<FullPolicy>(); }},
       {"streaming",
        [](const CompressionSettings& s) -> std::unique_ptr<KvPolicy> {
-         return std::make_unique<StreamingLlmPolicy>(s.n_sink);
+         return std::make_unique<StreamingLlmPolicy>(SinkTokens(s));
        }},
       {"snapkv",
        [](const CompressionSettings& s) -> std::unique_ptr<KvPolicy> {
@@ -56,12 +56,12 @@ const std::vector<KvPolicyRow>& KvPolicyTable() {
       {"mergereduce:random",
        [](const CompressionSettings& s) -> std::unique_ptr<KvPolicy> {
          return std::make_unique<MergeReducePolicy>(s.policy, MakeReducer("random", ReduceProtectedDims(s)),
-                                                    s.reduce_seed, s.n_sink);
+                                                    s.reduce_seed, SinkTokens(s));
        }},
       {"mergereduce:cluster",
        [](const CompressionSettings& s) -> std::unique_ptr<KvPolicy> {
          return std::make_unique<MergeReducePolicy>(s.policy, MakeReducer("cluster", ReduceProtectedDims(s)),
-                                                    s.reduce_seed, s.n_sink);
+                                                    s.reduce_seed, SinkTokens(s));
        }},
   };
   return rows;
@@ -81,6 +81,11 @@ const std::vector<std::string>& KvPolicyNames() {
 bool IsMergeReducePolicy(std::string_view p) { return p == "mergereduce:random" || p == "mergereduce:cluster"; }
 
 int64_t ReduceProtectedDims(const CompressionSettings& s) { return s.reduce_protected_dims; }
+
+int64_t SinkTokens(const CompressionSettings& s) {
+  if (s.n_sink) return *s.n_sink;
+  return s.policy == "streaming" || IsMergeReducePolicy(s.policy) ? 4 : 0;
+}
 
 BudgetPlan PlanOf(const CompressionSettings& s) {
   if (s.plan) return *s.plan;

@@ -80,7 +80,9 @@ struct CompressionSettings {
   // went to 16: with 16, mergereduce:cluster's logits moved 14% between f16 and f32 K/V (more
   // of the cache merged, so rounding compounds); --kv-window sets both.
   int64_t recent_window = 64;
-  int64_t n_sink = 4;               // first tokens StreamingLLM and merge-reduce always keep
+  // The prompt's first entries every selection keeps (attention sinks; with more, the
+  // instruction a long prompt opens with). Unset: SinkTokens' per-policy default.
+  std::optional<int64_t> n_sink;
   // Merge-reduce (mergereduce:random|cluster): principal directions the clustering protects
   // (capped at head_dim), and the seed of the random reducer's draws.
   int64_t reduce_protected_dims = 128;
@@ -93,6 +95,11 @@ struct CompressionSettings {
 
   bool active() const { return policy != "full"; }
 };
+
+// The sinks s keeps: n_sink when set, else 4 for streaming and merge-reduce (which are built
+// around them) and 0 for the scoring policies (their figures and the kvpress goldens were
+// measured without forced entries).
+int64_t SinkTokens(const CompressionSettings& s);
 
 // mergereduce:random or mergereduce:cluster: compressed by merge-reduce buckets while the
 // sequence is read (engine/compress/merge_reduce.h) rather than by quota-triggered selection.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 
 namespace kvserve {
 
@@ -50,6 +51,13 @@ int32_t* SelectSlots(const ScoringPolicy& policy, const SelectionRequest& r, Bac
   }
   float* scores = scratch.Take<float>(heads * len);
   policy.Score(q, backend, scratch, scores);
+  if (const int64_t first = ForcedFirstSlots(r); first > 0) {
+    // Above any score a policy gives (they are finite), so TopKPerHead takes them first.
+    const std::vector<float> top(static_cast<size_t>(first), std::numeric_limits<float>::max());
+    for (int64_t h = 0; h < heads; ++h) {
+      backend.CopyIn(scores + h * len, top.data(), static_cast<int64_t>(sizeof(float)) * first);
+    }
+  }
   int32_t* slots = scratch.Take<int32_t>(heads * r.n_keep);
   backend.TopKPerHead(scores, heads, len, r.n_keep, slots);
   return slots;
@@ -68,6 +76,10 @@ Selection ScoringPolicy::Select(const SelectionRequest& r, Backend& backend) con
     for (int64_t i = 0; i < n; ++i) sel.log_w.push_back(r.layer.LogWeight(sel.slots[h * n + i], h));
   }
   return sel;
+}
+
+int64_t ForcedFirstSlots(const SelectionRequest& r) {
+  return std::max<int64_t>(0, std::min({r.keep_first, r.n_keep / 4, r.Candidates().len}));
 }
 
 void KeepCandidateColumns(const SelectionRequest& r, Backend& backend, BackendScratch& scratch, const float* all,

@@ -61,6 +61,11 @@ struct SelectionRequest {
   int64_t probe_slots = 0;
   // A chunk-mode compression before the prompt's end (more selections of this layer follow).
   bool mid_prompt = false;
+  // Each head keeps the candidates' first min(keep_first, n_keep / 4) slots whatever their
+  // scores (SelectSlots): the prompt's first tokens, since every selection of a sequence
+  // keeps them and keeps slots in order. The quarter cap, as merge-reduce's sinks, leaves
+  // most of a small selection to the scores.
+  int64_t keep_first = 0;
 
   // The entries that may be kept: the layer without the probe.
   LayerKv Candidates() const { return LayerKv{layer.kv, layer.pages, layer.len - probe_slots}; }
@@ -131,7 +136,8 @@ class KvPolicy {
 };
 
 // A policy that only scores: each KV head keeps its n_keep best-scored candidates (higher
-// first, ties to the lower slot, Backend::TopKPerHead), with their own log-weights. Adding
+// first, ties to the lower slot, Backend::TopKPerHead) and its first keep_first, with their
+// own log-weights. Adding
 // one is a class with Score (and its flags) plus its row in KvPolicyTable()
 // (compression_settings.cc).
 class ScoringPolicy : public KvPolicy {
@@ -145,9 +151,13 @@ class ScoringPolicy : public KvPolicy {
 };
 
 // The slots [n_kv_heads, r.n_keep] (backend memory, ascending per head) policy keeps of r's
-// candidates; value norms are computed into scratch when the policy uses them and r has none.
+// candidates, r.keep_first's among them; value norms are computed into scratch when the
+// policy uses them and r has none.
 int32_t* SelectSlots(const ScoringPolicy& policy, const SelectionRequest& r, Backend& backend,
                      BackendScratch& scratch);
+
+// How many leading candidates each head of r keeps whatever their scores.
+int64_t ForcedFirstSlots(const SelectionRequest& r);
 
 // out [heads, len - probe] = all [heads, len] without each head's last r.probe_slots
 // columns (a question probe's entries, scored but never kept); both backend memory.

@@ -143,6 +143,7 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
   r.wo = model_.weights.layers[l].wo;
   r.n_keep = std::min(mid_prompt ? MidPromptKeep(quotas_[l]) : quotas_[l], len);
   r.mid_prompt = mid_prompt;
+  r.keep_first = SinkTokens(settings_);
   return layers_->Compress(r, pool, seq, l, &stats_);
 }
 

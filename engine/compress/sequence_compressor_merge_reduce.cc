@@ -32,7 +32,7 @@ void SequenceCompressor::BuildMergeReduce() {
   // Chunk mode reduces after every prefill chunk, prefill_end once after the whole prompt.
   const int64_t step = settings_.at == CompressAt::kChunk ? prefill_chunk_ : prompt_len_;
   for (int64_t q : quotas_) {
-    shapes.push_back(MergeReduceShapeForPrompt(q, settings_.recent_window, prompt_len_ + max_new_, settings_.n_sink,
+    shapes.push_back(MergeReduceShapeForPrompt(q, settings_.recent_window, prompt_len_ + max_new_, SinkTokens(settings_),
                                                prompt_len_, step));
   }
   const std::string_view kind = std::string_view(settings_.policy).substr(std::string_view("mergereduce:").size());
@@ -85,7 +85,7 @@ void SequenceCompressor::ApplyAutoBudget() {
   // At least the window (merge-reduce: its recent entries) and the sinks, which every policy
   // keeps whatever the budget.
   const int64_t kept = IsMergeReducePolicy(settings_.policy) ? settings_.recent_window : settings_.window;
-  const int64_t k = AutoBudgetTokens(compressibility_, settings_.auto_risk, kept + settings_.n_sink, prompt_len_);
+  const int64_t k = AutoBudgetTokens(compressibility_, settings_.auto_risk, kept + SinkTokens(settings_), prompt_len_);
   // A whole number of tokens: QuotasFor reads budgets above 1 as token counts.
   settings_.budget = k > 1 ? static_cast<double>(k) : 1.0;
   quotas_ = QuotasFor(BudgetOf(settings_), c.n_layers, prompt_len_, page_size_);

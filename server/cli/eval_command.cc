@@ -162,7 +162,7 @@ const char* kEvalHelp =
     "  [--continuation N=64 (kl tokens after the context)] [--answer-tokens N=12 (greedy answer length)]\n"
     "  [--corpus DIR=tests/data/corpus] [--seed S=0] [--prompt-style plain|chat=plain]\n"
     "  [--page-size N=16] [--prefill-chunk N=512] [--kv-window N=16] [--first-stage-ratio R=0.5]\n"
-    "  [--pool-kernel K=31] [--sink-tokens N=4] [--reduce-protected-dims N=128]\n"
+    "  [--pool-kernel K=31] [--sink-tokens N (4 streaming/merge-reduce, 0 others)] [--reduce-protected-dims N=128]\n"
     "  [--compress-at prefill_end|chunk=prefill_end] [--chunk-headroom N=0 (chunk rows: entries above the budget\n"
     "  during the prompt; below --prefill-chunk: back to the budget after every chunk)]\n"
     "  [--verbose (a line per configuration: its answer, and the share of layer-heads still holding the needle)]\n"

@@ -111,7 +111,7 @@ constexpr Row kFlags[] = {
     {"scored-tokens", {"N", "tokens at the end of each sample whose KL is scored"}},
     {"seed", {"S", "seed of the run's randomness"}},
     {"service", {"NAME", "the service to check (default: the server as a whole)"}},
-    {"sink-tokens", {"N", "tokens at the start always kept (streaming)"}},
+    {"sink-tokens", {"N", "the prompt's first N entries every policy keeps (default 4 streaming/merge-reduce, 0 scoring)"}},
     {"stop", {"TEXT", "stop when this text is generated (repeatable)"}},
     {"stop-token-id", {"ID", "stop at this token id (repeatable)"}},
     {"stream", {"", "stream tokens as they are generated"}},

@@ -61,7 +61,8 @@ const std::string& KvFlagsHelp() {
         "  queries or the chunk's own) [--question-tokens N (the prompt's last N tokens; default the window)]\n",
         "  [--chunk-headroom N=", d.chunk_headroom, "] (chunk mode: entries above the budget during the prompt)\n",
         "  [--kv-window N=", d.window, "] [--first-stage-ratio R=", d.first_stage_ratio, "] [--pool-kernel K=",
-        d.pool_kernel, "] [--sink-tokens N=", d.n_sink, "]\n",
+        d.pool_kernel, "] [--sink-tokens N] (the prompt's first N entries always kept;\n"
+        "  default 4 with streaming and merge-reduce, 0 with the scoring policies)\n",
         "  [--reduce-protected-dims M=", d.reduce_protected_dims, " (mergereduce:cluster, capped at head_dim)]\n",
         "  [--kv-dtype f32|f16] (K/V storage; default f16 on the CPU, f32 on CUDA, which takes only f32)\n");
   }();

@@ -107,7 +107,7 @@ TEST_F(AutoBudgetSequenceTest, QuotasFollowThePromptsEstimate) {
       const std::unique_ptr<SequenceCompressor> comp = Prefill(kv, prompt_len, &lens, &reserved);
       ASSERT_NE(comp, nullptr);
       ASSERT_FALSE(comp->compressibility().empty());
-      const int64_t k = AutoBudgetTokens(comp->compressibility(), risk, kv.window + kv.n_sink, prompt_len);
+      const int64_t k = AutoBudgetTokens(comp->compressibility(), risk, kv.window + SinkTokens(kv), prompt_len);
       EXPECT_EQ(comp->mean_quota(), static_cast<double>(k)) << policy << " risk " << risk;
       EXPECT_GE(comp->mean_quota(), previous_quota) << policy << " risk " << risk;
       previous_quota = comp->mean_quota();

@@ -18,8 +18,10 @@ namespace {
 
 TEST(LayerCompressorTest, CompactsADevicePoolAsAHostPool) {
   const int64_t len = 70, kvh = 2, group = 2, d = 8, hidden = 16, window_len = 6, k = 23;
-  // probe 5: the last 5 slots are a question probe's, scored with but never kept.
+  // probe 5: the last 5 slots are a question probe's, scored with but never kept; keep_first 4:
+  // the first 4 slots forced (--sink-tokens), written into the scores in backend memory.
   for (const int64_t probe : {0, 5})
+  for (const int64_t keep_first : {0, 4})
   for (const char* policy : {"snapkv", "criticalkv", "streaming"}) {
     LayerFixture host(len, kvh, d), dev(len, kvh, d);
     host.FillRandom(4);
@@ -41,12 +43,16 @@ TEST(LayerCompressorTest, CompactsADevicePoolAsAHostPool) {
       r.wo = WeightView{DType::kF32, hidden, kvh * group * d, wo.data()};
       r.n_keep = k;
       r.probe_slots = probe;
+      r.keep_first = keep_first;
       return r;
     };
     auto cpu = MakeCpuBackend();
     const Selection sel = (*MakeKvPolicy(s))->Select(request(host), *cpu);
     ASSERT_TRUE(CompactLayer(*cpu, host.pool, host.seq, 0, sel).ok());
     for (int32_t slot : sel.slots) ASSERT_LT(slot, len - probe) << policy << ": a probe slot was kept";
+    for (int64_t h = 0; h < kvh; ++h) {
+      for (int64_t i = 0; i < keep_first; ++i) ASSERT_EQ(sel.slots[h * k + i], i) << policy;
+    }
 
     HostAsDeviceBackend backend;
     ASSERT_TRUE(HasDeviceForm(s));
