@@ -36,7 +36,7 @@ constexpr KnobNames kKnobs[] = {
     {"window", "KV window", "kv.window", "--kv-window"},
     {"pool_kernel", "pool kernel", "kv.pool_kernel", "--pool-kernel"},
     {"reduce_protected_dims", "reduce_protected_dims", "kv.reduce_protected_dims", "--reduce-protected-dims"},
-    {"sink_tokens", "sink tokens", "sink tokens", "--sink-tokens"},
+    {"sink_tokens", "sink tokens", "kv.sink_tokens", "--sink-tokens"},
     {"ripple_r", "ripple r", "ripple r", "--ripple-r"},
     {"ripple_gamma", "ripple gamma", "ripple gamma", "--ripple-gamma"},
 };
@@ -212,7 +212,10 @@ absl::Status ValidateKvSettings(const KvSettings& kv, KvSource source, int64_t n
   if (kv.reduce_protected_dims && (*kv.reduce_protected_dims < 1 || *kv.reduce_protected_dims > 4096)) {
     return Bad(name("reduce_protected_dims"), " must be in [1, 4096], got ", *kv.reduce_protected_dims);
   }
-  if (kv.sink_tokens && *kv.sink_tokens < 0) return Bad(name("sink_tokens"), " must be >= 0, got ", *kv.sink_tokens);
+  if (kv.sink_tokens && (*kv.sink_tokens < 0 || *kv.sink_tokens > kMaxBudgetTokens)) {
+    return Bad(name("sink_tokens"), " must be in [0, ", static_cast<int64_t>(kMaxBudgetTokens), "], got ",
+               *kv.sink_tokens);
+  }
   if (kv.ripple_r && !(*kv.ripple_r >= 1 && std::isfinite(*kv.ripple_r))) {
     return Bad(name("ripple_r"), " must be >= 1, got ", *kv.ripple_r);
   }

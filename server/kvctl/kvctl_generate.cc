@@ -20,6 +20,7 @@ const char kGenerateUsage[] =
     "  [--presence-penalty P] [--frequency-penalty P] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
     "  [--ignore-eos] [--kv-policy POLICY] [--kv-budget B|auto:RISK] [--budget-plan PLAN (or --kv-plan)]\n"
     "  [--compress-at WHEN] [--chunk-scoring MODE] [--question-tokens N] [--chunk-headroom N]\n"
+    "  [--sink-tokens N (the prompt's first N entries always kept)]\n"
     "  [--request-id ID] [--usage (finish reason, usage and timings on stderr)] [--ids (print token ids)]\n";
 
 const std::vector<std::string>& GenerateFlags() {
@@ -27,7 +28,7 @@ const std::vector<std::string>& GenerateFlags() {
       "prompt", "prompt-file", "token-ids", "system", "max-new-tokens", "temperature", "top-k", "top-p", "min-p",
       "repetition-penalty", "presence-penalty", "frequency-penalty", "seed", "stop", "stop-token-id",
       "kv-policy", "kv-budget", "budget-plan|kv-plan", "compress-at", "chunk-scoring", "question-tokens", "chunk-headroom",
-      "request-id"};
+      "sink-tokens", "request-id"};
   return f;
 }
 
@@ -162,6 +163,10 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
     return status;
   }
   if (absl::Status status = Optional<int64_t>(a, "chunk-headroom", [&](int64_t v) { kv->set_chunk_headroom(v); });
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = Optional<int64_t>(a, "sink-tokens", [&](int64_t v) { kv->set_sink_tokens(v); });
       !status.ok()) {
     return status;
   }

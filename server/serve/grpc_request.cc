@@ -109,6 +109,7 @@ absl::StatusOr<KvSettings> KvSettingsFromProto(const v1::KvCacheParams& p, int64
   if (p.has_window()) kv.window = p.window();
   if (p.has_pool_kernel()) kv.pool_kernel = p.pool_kernel();
   if (p.has_reduce_protected_dims()) kv.reduce_protected_dims = p.reduce_protected_dims();
+  if (p.has_sink_tokens()) kv.sink_tokens = p.sink_tokens();
   if (absl::Status st = ValidateKvSettings(kv, kProto, n_layers); !st.ok()) return st;
   return kv;
 }

@@ -139,6 +139,7 @@ void ReadKv(JsonBody& b, v1::KvCacheParams* kv) {
   if (auto v = b.Int("kv_window", -kMaxTokens, kMaxTokens)) kv->set_window(*v);
   if (auto v = b.Int("kv_pool_kernel", -kMaxTokens, kMaxTokens)) kv->set_pool_kernel(*v);
   if (auto v = b.Int("kv_reduce_protected_dims", -kMaxTokens, kMaxTokens)) kv->set_reduce_protected_dims(*v);
+  if (auto v = b.Int("kv_sink_tokens", -kMaxTokens, kMaxTokens)) kv->set_sink_tokens(*v);
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ TEST(SinkTokensTest, StreamingAndMergeReduceKeepFourByDefaultTheScoringPoliciesN
   flags.sink_tokens = -1;
   const absl::Status bad = ValidateKvSettings(flags, KvSource::kFlags, 30);
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.message().find("--sink-tokens must be >= 0, got -1"), std::string_view::npos) << bad;
+  EXPECT_NE(bad.message().find("--sink-tokens must be in [0, 1073741824], got -1"), std::string_view::npos) << bad;
 }
 
 // Keys whose first `cold` slots point away from every window query: scored lowest by SnapKV.

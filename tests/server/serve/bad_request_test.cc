@@ -92,6 +92,10 @@ std::vector<BadCase> Cases() {
        }, kInvalid, "kv.question_tokens 2 needs kv.compress_at chunk"},
       {"chunk_headroom_negative", [](R& r) { r.mutable_kv()->set_chunk_headroom(-1); }, kInvalid,
        "kv.chunk_headroom must be in [0, 1073741824] tokens, got -1"},
+      {"sink_tokens_negative", [](R& r) { r.mutable_kv()->set_sink_tokens(-1); }, kInvalid,
+       "kv.sink_tokens must be in [0, 1073741824], got -1"},
+      {"sink_tokens_huge", [](R& r) { r.mutable_kv()->set_sink_tokens(int64_t{1} << 40); }, kInvalid,
+       "kv.sink_tokens must be in [0, 1073741824], got 1099511627776"},
       {"chunk_headroom_at_prefill_end", [](R& r) {
          r.mutable_kv()->set_chunk_headroom(2048);
          r.mutable_kv()->set_compress_at("prefill_end");

@@ -39,7 +39,8 @@ TEST(OpenAiRequest, CompletionFieldsMapOntoTheProto) {
       "temperature": 0.5, "top_p": 0.9, "top_k": -1, "min_p": 0.1, "repetition_penalty": 1.1,
       "presence_penalty": 0.2, "frequency_penalty": 0.3, "stop": "\n", "stop_token_ids": [2],
       "ignore_eos": true, "seed": 42, "logprobs": 3, "user": "u1",
-      "kv_policy": "snapkv", "kv_budget": 0.25, "kv_compress_at": "chunk", "kv_window": 32})");
+      "kv_policy": "snapkv", "kv_budget": 0.25, "kv_compress_at": "chunk", "kv_window": 32,
+      "kv_sink_tokens": 40})");
   ASSERT_TRUE(r.ok()) << r.status();
   const v1::GenerateRequest& p = r->proto;
   ASSERT_EQ(p.prompts_size(), 1);
@@ -63,6 +64,7 @@ TEST(OpenAiRequest, CompletionFieldsMapOntoTheProto) {
   EXPECT_DOUBLE_EQ(p.kv().budget(), 0.25);
   EXPECT_EQ(p.kv().compress_at(), "chunk");
   EXPECT_EQ(p.kv().window(), 32);
+  EXPECT_EQ(p.kv().sink_tokens(), 40);
   EXPECT_FALSE(r->stream);
 }
 
