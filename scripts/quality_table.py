@@ -96,6 +96,9 @@ def main(paths, merge_samples=False):
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if a != "--merge-samples"]
-    if not args:
-        sys.exit(__doc__)
+    if any(a in ("-h", "--help") for a in args):
+        print(__doc__)
+        sys.exit(0)
+    if not args or any(a.startswith("--") for a in args):
+        sys.exit(__doc__ + "".join(f"\nunknown flag {a}" for a in args if a.startswith("--")))
     main(args, merge_samples="--merge-samples" in sys.argv[1:])

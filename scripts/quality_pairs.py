@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Compares two runs of `kvserve eval` over the same draws, sample by sample.
+
+    scripts/quality_pairs.py --base 'BASE*.json' --new 'NEW*.json' [--row POLICY/BUDGET]
+                             [--base-row POLICY/BUDGET] [--full-row full]
+
+Each side is one glob (or several, space-separated) of `--json` result files, slices of runs
+made with `--sample-range` being pooled by their sample numbers. A retrieval task's accuracy
+differences between two settings are mostly one or two samples in fifty, so an interval around
+each side's accuracy cannot tell them apart; the same samples answered by both can: this prints,
+per (task, context), which samples the new row lost and gained against the base row, how many
+of the full cache's correct answers each keeps (the issue's "% of the full cache", with a
+Wilson interval), and the paired difference of the answer NLL gaps (percentile bootstrap).
+
+The full cache's answers come from whichever side has the --full-row (a run of the scored rows
+alone pairs with a base run that had both). Runs whose draws differ (seed, --samples, prompt
+style) are refused: their sample numbers name different prompts.
+"""
+import argparse
+import glob
+import json
+import math
+import random
+import sys
+
+
+def wilson(successes, n, z=1.959963984540054):
+    if n == 0:
+        return [0.0, 1.0]
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def bootstrap_mean(values, resamples=5000, seed=0):
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choice(values) for _ in values) / len(values) for _ in range(resamples))
+    return [means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]]
+
+
+def load(patterns):
+    """{(policy/budget, task, context): {sample: (correct, nll_gap)}} and the draw's identity."""
+    files = sorted({f for p in patterns.split() for f in glob.glob(p)})
+    if not files:
+        sys.exit(f"quality_pairs: no file matches {patterns!r}")
+    samples, draw = {}, None
+    for path in files:
+        with open(path) as f:
+            result = json.load(f)
+        meta = result["meta"]
+        this = (meta.get("seed", 0), meta["samples"], meta.get("prompt_style", "plain"))
+        if draw is not None and this != draw:
+            sys.exit(f"quality_pairs: {path} is another draw (seed, samples, style {this} against {draw})")
+        draw = this
+        first = meta.get("sample_range", [0, meta["samples"]])[0]
+        for c in result["cells"]:
+            if c["task"] == "kl":
+                continue
+            # The full cache's row has no budget ('-'): it is named by its policy alone.
+            row = c["policy"] if c["budget"] == "-" else f'{c["policy"]}/{c["budget"]}'
+            key = (row, c["task"], c["context"])
+            gaps = c.get("answer_nll_gaps") or [None] * len(c["values"])
+            for i, (v, g) in enumerate(zip(c["values"], gaps)):
+                samples.setdefault(key, {})[first + i] = (v >= 0.5, g)
+    return samples, draw
+
+
+def compare(base, new, base_row, new_row, full_row, out=None):
+    """Prints one block per (task, context) the two rows share; returns them as dicts."""
+    out = out or sys.stdout
+    blocks = []
+    columns = sorted({(t, n) for (_, t, n) in new if (base_row, t, n) in base and (new_row, t, n) in new})
+    for task, context in columns:
+        b, n = base[(base_row, task, context)], new[(new_row, task, context)]
+        full = base.get((full_row, task, context)) or new.get((full_row, task, context)) or {}
+        ids = sorted(set(b) & set(n))
+        if full:
+            ids = [i for i in ids if i in full]
+        lost = [i for i in ids if b[i][0] and not n[i][0]]
+        gained = [i for i in ids if n[i][0] and not b[i][0]]
+        block = {"task": task, "context": context, "n": len(ids), "base": sum(b[i][0] for i in ids),
+                 "new": sum(n[i][0] for i in ids), "lost": lost, "gained": gained}
+        print(f"{task}@{context}: {len(ids)} samples paired; {base_row} {block['base']}, {new_row} {block['new']}; "
+              f"lost {lost or 'none'}, gained {gained or 'none'}", file=out)
+        if full:
+            right = [i for i in ids if full[i][0]]
+            block["full"] = len(right)
+            for side, cells in (("base", b), ("new", n)):
+                kept = sum(cells[i][0] for i in right)
+                block[f"{side}_of_full"] = kept
+                lo, hi = wilson(kept, len(right))
+                share = kept / len(right) if right else 0.0
+                print(f"  {side}: {kept} of the full cache's {len(right)} ({share:.1%} [{lo:.1%}, {hi:.1%}])", file=out)
+        diffs = [n[i][1] - b[i][1] for i in ids if n[i][1] is not None and b[i][1] is not None]
+        if diffs:
+            mean = sum(diffs) / len(diffs)
+            lo, hi = bootstrap_mean(diffs)
+            block["gap_difference"] = [mean, lo, hi]
+            print(f"  answer NLL gap, new - base: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] nats over {len(diffs)}", file=out)
+        blocks.append(block)
+    if not blocks:
+        print(f"no (task, context) has both {base_row} in the base and {new_row} in the new files", file=out)
+    return blocks
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--base", required=True, help="glob(s) of the baseline run's --json files")
+    ap.add_argument("--new", required=True, help="glob(s) of the compared run's --json files")
+    ap.add_argument("--row", default="snapkv/chunk/0.10", help="the new run's row, POLICY/BUDGET as the table prints")
+    ap.add_argument("--base-row", help="the base run's row (default: --row)")
+    ap.add_argument("--full-row", default="full", help="the full cache's row")
+    a = ap.parse_args(argv)
+    base, base_draw = load(a.base)
+    new, new_draw = load(a.new)
+    if base_draw != new_draw:
+        sys.exit(f"quality_pairs: the runs are different draws (seed, samples, style): {base_draw} against {new_draw}")
+    return compare(base, new, a.base_row or a.row, a.row, a.full_row)
+
+
+if __name__ == "__main__":
+    main()

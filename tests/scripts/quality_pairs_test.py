@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""scripts/quality_pairs.py pairs two eval runs sample by sample: on committed runs it gives
+back what docs/QUALITY.md states (passkey at 8K, seed 0: the pool of 25 keeps 33 of the full
+cache's 35, the same samples as the pool of 31, none lost or gained); on slices it pools by
+sample number and names the samples lost and gained; runs of different draws are refused."""
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import quality_pairs  # noqa: E402
+
+Q = os.path.join(ROOT, "docs", "quality")
+
+
+def run(*argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        blocks = quality_pairs.main(list(argv))
+    return blocks, out.getvalue()
+
+
+def result(seed, first, cells):
+    n = len(cells[0][2])
+    return {"meta": {"seed": seed, "samples": 10, "prompt_style": "plain", "sample_range": [first, first + n]},
+            "cells": [{"policy": p, "budget": b, "task": "passkey", "context": 100, "values": v,
+                       "answer_nll_gaps": [0.0] * n if p == "full" else g, "peak_kv_bytes": 1}
+                      for p, b, v, g in cells]}
+
+
+def main():
+    (block,), text = run("--base", os.path.join(Q, "8000_passkey_pool31_s[0-9]*.json"),
+                         "--new", os.path.join(Q, "8000_passkey_pool25_s*.json"))
+    assert (block["n"], block["full"], block["base_of_full"], block["new_of_full"]) == (50, 35, 33, 33), block
+    assert block["lost"] == [] and block["gained"] == [], block
+    assert "33 of the full cache's 35 (94.3%" in text, text
+
+    with tempfile.TemporaryDirectory() as d:
+        def write(name, r):
+            json.dump(r, open(os.path.join(d, name), "w"))
+        # Base: samples 0-3 with the full cache in one file; new: two slices, 0-1 and 2-3.
+        write("base.json", result(0, 0, [("full", "-", [1, 1, 1, 0], None),
+                                         ("snapkv/chunk", "0.10", [1, 0, 1, 0], [0.1, 0.5, 0.2, 0.3])]))
+        write("new_a.json", result(0, 0, [("snapkv/chunk", "0.10", [0, 1], [0.3, 0.1])]))
+        write("new_b.json", result(0, 2, [("snapkv/chunk", "0.10", [1, 1], [0.2, 0.3])]))
+        (block,), text = run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "new_*.json"))
+        assert block["lost"] == [0] and block["gained"] == [1, 3], block
+        # Of the full cache's three right answers (0-2): base keeps 0 and 2, new 1 and 2.
+        assert (block["full"], block["base_of_full"], block["new_of_full"]) == (3, 2, 2), block
+        assert abs(block["gap_difference"][0] - (0.2 - 0.4 + 0 + 0) / 4) < 1e-12, block
+        write("other_seed.json", result(1, 0, [("snapkv/chunk", "0.10", [1, 1], [0.0, 0.0])]))
+        try:
+            run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "other_seed.json"))
+        except SystemExit as e:
+            assert "different draws" in str(e), e
+        else:
+            raise AssertionError("runs of different seeds were paired")
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
