@@ -206,7 +206,7 @@ int RunEval(int argc, char** argv) {
     if (!json_path) return true;
     std::string command = "kvserve";
     for (int i = 1; i < argc; ++i) absl::StrAppend(&command, " ", argv[i]);
-    const nlohmann::json meta = {{"command", command},
+    nlohmann::json meta = {{"command", command},
                                  {"model", *model_spec},
                                  {"samples", plan.samples},
                                  {"sample_range", {plan.first_sample, plan.sample_end()}},
@@ -219,6 +219,8 @@ int RunEval(int argc, char** argv) {
                                  {"page_size", plan.page_size},
                                  {"seed", plan.seed},
                                  {"wall_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+    // Set only with --sink-tokens: unset, each policy keeps its own (SinkTokens).
+    if (plan.base.n_sink) meta["sink_tokens"] = *plan.base.n_sink;
     std::ofstream out(*json_path);
     out << EvalTableJson(t, meta.dump()) << "\n";
     return static_cast<bool>(out);

@@ -26,6 +26,8 @@ for policy in ["snapkv", "criticalkv", "pyramid", "keydiff", "streaming", "merge
     SEEDS["kv_" + name] = f'prompts {{ text: {LONG} }} kv {{ policy: "{policy}" budget: 0.3 window: 4 }}'
 SEEDS["kv_chunk_question"] = (f'prompts {{ text: {LONG} }} kv {{ policy: "snapkv" budget: 32 compress_at: "chunk" '
                               'chunk_scoring: "question" question_tokens: 6 }')
+SEEDS["kv_chunk_sinks"] = (f'prompts {{ text: {LONG} }} kv {{ policy: "criticalkv" budget: 24 compress_at: "chunk" '
+                           'sink_tokens: 12 }')
 SEEDS["kv_layer_budgets"] = f'prompts {{ text: {LONG} }} kv {{ policy: "criticalkv" layer_budgets: [16, 24] }}'
 SEEDS["kv_plan"] = (f'prompts {{ text: {LONG} }} kv {{ policy: "snapkv" budget: 0.5 budget_plan: "pyramid" '
                     'pool_kernel: 5 first_stage_ratio: 0.4 }')
