@@ -34,14 +34,7 @@ TEST(LayerCompressorTest, CompactsADevicePoolAsAHostPool) {
     CompressionSettings s;
     s.policy = policy;
     auto request = [&](LayerFixture& f) {
-      SelectionRequest r;
-      r.layer = f.layer();
-      r.window = window;
-      r.window_len = window_len;
-      r.n_heads = kvh * group;
-      r.scale = 1.0f / std::sqrt(static_cast<float>(d));
-      r.wo = WeightView{DType::kF32, hidden, kvh * group * d, wo.data()};
-      r.n_keep = k;
+      SelectionRequest r = f.Request(window, window_len, kvh * group, wo, k);
       r.probe_slots = probe;
       r.keep_first = keep_first;
       return r;

@@ -1,6 +1,7 @@
 // A layer of hand-made K/V in a small page pool (pages deliberately out of order), for
 // policy and compaction tests.
 #pragma once
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -46,6 +47,23 @@ struct LayerFixture {
   }
 
   LayerKv layer() { return LayerKv{pool.view(), seq.layer_pages[0], seq.layer_len[0]}; }
+
+  // A selection of n_keep entries of this layer scored by window ([window_len, n_heads,
+  // head_dim] queries) with the layer's o_proj wo [hidden, n_heads * head_dim] (both kept by
+  // the caller).
+  SelectionRequest Request(const std::vector<float>& window, int64_t window_len, int64_t n_heads,
+                           const std::vector<float>& wo, int64_t n_keep) {
+    SelectionRequest r;
+    r.layer = layer();
+    r.window = window;
+    r.window_len = window_len;
+    r.n_heads = n_heads;
+    const int64_t d = r.layer.kv.head_dim;
+    r.scale = 1.0f / std::sqrt(static_cast<float>(d));
+    r.wo = WeightView{DType::kF32, static_cast<int64_t>(wo.size()) / (n_heads * d), n_heads * d, wo.data()};
+    r.n_keep = n_keep;
+    return r;
+  }
 
   PagePool pool;
   SequenceKv seq;

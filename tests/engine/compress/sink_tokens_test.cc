@@ -71,14 +71,7 @@ TEST(SinkTokensTest, EveryScoringPolicyKeepsTheFirstEntriesAndTheBestScoredRest)
     CompressionSettings s;
     s.policy = policy;
     const std::unique_ptr<KvPolicy> p = *MakeKvPolicy(s);
-    SelectionRequest r;
-    r.layer = f.layer();
-    r.window = window;
-    r.window_len = window_len;
-    r.n_heads = kvh * group;
-    r.scale = 1.0f / std::sqrt(static_cast<float>(d));
-    r.wo = WeightView{DType::kF32, hidden, kvh * group * d, wo.data()};
-    r.n_keep = n_keep;
+    SelectionRequest r = f.Request(window, window_len, kvh * group, wo, n_keep);
     const Selection scored = p->Select(r, *cpu);
     r.keep_first = 4;
     const Selection sunk = p->Select(r, *cpu);
