@@ -135,11 +135,10 @@ class KvPolicy {
   virtual bool ReadsHostPages() const { return false; }
 };
 
-// A policy that only scores: each KV head keeps its n_keep best-scored candidates (higher
-// first, ties to the lower slot, Backend::TopKPerHead) and its first keep_first, with their
-// own log-weights. Adding
-// one is a class with Score (and its flags) plus its row in KvPolicyTable()
-// (compression_settings.cc).
+// A policy that only scores: each KV head keeps its first ForcedFirstSlots(r) candidates and
+// the best-scored of the rest, n_keep in all (higher first, ties to the lower slot,
+// Backend::TopKPerHead), with their own log-weights. Adding one is a class with Score (and
+// its flags) plus its row in KvPolicyTable() (compression_settings.cc).
 class ScoringPolicy : public KvPolicy {
  public:
   // scores [n_kv_heads, r.Candidates().len], backend memory. Buffers the policy needs it

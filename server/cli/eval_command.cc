@@ -207,18 +207,18 @@ int RunEval(int argc, char** argv) {
     std::string command = "kvserve";
     for (int i = 1; i < argc; ++i) absl::StrAppend(&command, " ", argv[i]);
     nlohmann::json meta = {{"command", command},
-                                 {"model", *model_spec},
-                                 {"samples", plan.samples},
-                                 {"sample_range", {plan.first_sample, plan.sample_end()}},
-                                 {"complete", complete},
-                                 {"prompt_style", std::string(PromptStyleName(plan.style))},
-                                 {"window", plan.base.window},
-                                 {"pool_kernel", plan.base.pool_kernel},
-                                 {"prefill_chunk", plan.prefill_chunk},
-                                 {"chunk_headroom", plan.base.chunk_headroom},
-                                 {"page_size", plan.page_size},
-                                 {"seed", plan.seed},
-                                 {"wall_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+                           {"model", *model_spec},
+                           {"samples", plan.samples},
+                           {"sample_range", {plan.first_sample, plan.sample_end()}},
+                           {"complete", complete},
+                           {"prompt_style", std::string(PromptStyleName(plan.style))},
+                           {"window", plan.base.window},
+                           {"pool_kernel", plan.base.pool_kernel},
+                           {"prefill_chunk", plan.prefill_chunk},
+                           {"chunk_headroom", plan.base.chunk_headroom},
+                           {"page_size", plan.page_size},
+                           {"seed", plan.seed},
+                           {"wall_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
     // Set only with --sink-tokens: unset, each policy keeps its own (SinkTokens).
     if (plan.base.n_sink) meta["sink_tokens"] = *plan.base.n_sink;
     std::ofstream out(*json_path);
