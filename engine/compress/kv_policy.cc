@@ -79,7 +79,7 @@ Selection ScoringPolicy::Select(const SelectionRequest& r, Backend& backend) con
 }
 
 int64_t ForcedFirstSlots(const SelectionRequest& r) {
-  return std::max<int64_t>(0, std::min({r.keep_first, r.n_keep / 4, r.Candidates().len}));
+  return std::max<int64_t>(0, std::min(SinksWithin(r.keep_first, r.n_keep), r.Candidates().len));
 }
 
 void KeepCandidateColumns(const SelectionRequest& r, Backend& backend, BackendScratch& scratch, const float* all,

@@ -3,6 +3,7 @@
 // scoring policy (ScoringPolicy) only scores, through Backend ops; the one orchestration
 // (layer_compressor.h) selects and compacts for it, on host and device pools alike.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -154,6 +155,11 @@ class ScoringPolicy : public KvPolicy {
 // policy uses them and r has none.
 int32_t* SelectSlots(const ScoringPolicy& policy, const SelectionRequest& r, Backend& backend,
                      BackendScratch& scratch);
+
+// The sinks a selection keeping n_keep entries per head holds of n_sink asked for: at most a
+// quarter of them, so most of a small selection is still chosen (merge-reduce's sinks, and
+// the scoring policies' forced first entries).
+inline int64_t SinksWithin(int64_t n_sink, int64_t n_keep) { return std::min(n_sink, n_keep / 4); }
 
 // How many leading candidates each head of r keeps whatever their scores.
 int64_t ForcedFirstSlots(const SelectionRequest& r);

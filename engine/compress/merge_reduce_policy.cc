@@ -8,7 +8,7 @@ namespace kvserve {
 
 Selection MergeReducePolicy::Select(const SelectionRequest& r, Backend&) const {
   const int64_t window = std::min(r.window_len, r.n_keep / 2);
-  const int64_t sinks = std::min(n_sink_, r.n_keep / 4);
+  const int64_t sinks = SinksWithin(n_sink_, r.n_keep);
   MergeReduceBuckets buckets(
       MergeReduceShapeForPrompt(r.n_keep, window, r.layer.len, sinks, r.layer.len, r.layer.len));
   uint64_t counter = 0;
