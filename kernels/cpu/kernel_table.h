@@ -30,6 +30,10 @@ struct CpuKernels {
   QuantDotFn* quant_dot;
   QuantDotRowsFn* quant_dot_rows;
   QuantDotRowsTokensFn* quant_dot_rows_tokens;
+  // Faster for many tokens but not bit-equal to quant_dot_rows per token (so never under
+  // --deterministic); from quant_dot_tile_min_tokens tokens on. nullptr where there is none.
+  QuantDotRowsTokensFn* quant_dot_tile_tokens;
+  int64_t quant_dot_tile_min_tokens;
   ScoreKeysFn* score_keys;
   AccumulateValuesFn* accumulate_values;
   ExpShiftedSumFn* exp_shifted_sum;
@@ -68,6 +72,7 @@ namespace avx512 {
 QuantDotFn QuantDot;
 QuantDotRowsFn QuantDotRows;
 QuantDotRowsTokensFn QuantDotRowsTokens;
+QuantDotRowsTokensFn QuantDotRowTilesTokens;  // quant_dot_tile_avx512.cc
 ScoreKeysFn ScoreKeys;
 AccumulateValuesFn AccumulateValues;
 ExpShiftedSumFn ExpShiftedSum;

@@ -37,9 +37,16 @@ const uint8_t* QuantizeActivations(const float* x, int64_t n, int64_t cols, DTyp
 
 // Tasks of kRowsPerTask weight rows (a multiple of four, so the AVX2 Q4_1 kernel's row groups
 // never straddle two tasks) over the weights ws[0..count), all multiplied with the same
-// quantized activations a.
+// quantized activations a. Batch-invariant steps use the token kernel whose bits equal the
+// one-token kernel's; others, from the table's threshold on, the faster row-tile kernel where
+// the ISA has one.
 void QuantDotTasks(const WeightView* ws, float* const* ys, int64_t count, const uint8_t* a, int64_t n,
-                   DType act_type) {
+                   DType act_type, bool invariant) {
+  const CpuKernels& kernels = ActiveKernels();
+  QuantDotRowsTokensFn* dot_tokens = kernels.quant_dot_rows_tokens;
+  if (!invariant && kernels.quant_dot_tile_tokens != nullptr && n >= kernels.quant_dot_tile_min_tokens) {
+    dot_tokens = kernels.quant_dot_tile_tokens;
+  }
   constexpr int64_t kRowsPerTask = 16;
   int64_t first[9] = {0};  // tasks of weight i: [first[i], first[i + 1]); count <= 8
   for (int64_t i = 0; i < count; ++i) first[i + 1] = first[i] + (ws[i].rows + kRowsPerTask - 1) / kRowsPerTask;
@@ -52,7 +59,7 @@ void QuantDotTasks(const WeightView* ws, float* const* ys, int64_t count, const 
     const int64_t r0 = (task - first[i]) * kRowsPerTask;
     const int64_t rows = std::min(kRowsPerTask, w.rows - r0);
     const int64_t row_bytes = RowBytes(w.dtype, w.cols);
-    QuantDotRowsTokens(w.dtype, RowPtr(w, r0), row_bytes, rows, a, act_row_bytes, n, w.cols, ys[i] + r0, w.rows);
+    dot_tokens(w.dtype, RowPtr(w, r0), row_bytes, rows, a, act_row_bytes, n, w.cols, ys[i] + r0, w.rows);
   }
 }
 
@@ -131,13 +138,13 @@ void MatMulShared(const WeightView* ws, float* const* ys, int64_t count, const f
     fused = ActivationTypeFor(ws[i].dtype) == act && ws[i].cols == ws[0].cols;
   }
   if (fused) {
-    QuantDotTasks(ws, ys, count, QuantizeActivations(x, n, ws[0].cols, act), n, act);
+    QuantDotTasks(ws, ys, count, QuantizeActivations(x, n, ws[0].cols, act), n, act, invariant);
     return;
   }
   for (int64_t i = 0; i < count; ++i) {
     const DType a = ActivationTypeFor(ws[i].dtype);
     if (a != DType::kF32 && n < dot_below) {
-      QuantDotTasks(ws + i, ys + i, 1, QuantizeActivations(x, n, ws[i].cols, a), n, a);
+      QuantDotTasks(ws + i, ys + i, 1, QuantizeActivations(x, n, ws[i].cols, a), n, a, invariant);
     } else {
       MatMulDequantBlas(ws[i], x, ys[i], n, invariant);
     }

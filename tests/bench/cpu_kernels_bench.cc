@@ -114,6 +114,45 @@ void BM_Q8_0Dot(benchmark::State& state) { QuantDot(state, DType::kQ8_0); }
 BENCHMARK(BM_Q4_1Dot)->ArgNames({"rows", "avx512"})->ArgsProduct({{576, 24576, 196608}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Q8_0Dot)->ArgNames({"rows", "avx512"})->ArgsProduct({{576, 24576, 196608}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
+// A step of batched decodes through 1,536 rows of 576 columns (SmolLM2's FFN gate shape) in
+// 16-row tasks, as MatMulShared hands them to a thread: the row-major token kernel (the one
+// --deterministic uses) against the row-tile kernel (the default from its threshold). Args:
+// tokens, kernel (0 row-major, 1 row tile); AVX-512 only (AVX2 has no row-tile kernel).
+void QuantDotTokens(benchmark::State& state, DType w_type) {
+  cpu::CpuIsa isa;
+  if (!UseIsa(state, 1, &isa)) return;
+  const cpu::CpuKernels& kernels = cpu::KernelsFor(isa);
+  const int64_t tokens = state.range(0), rows = 1536, cols = 576;
+  const auto w = testing::RandomQuantRows(w_type, rows, cols, 1);
+  const DType act_type = cpu::ActivationTypeFor(w_type);
+  const int64_t act_bytes = RowBytes(act_type, cols);
+  std::vector<uint8_t> act(static_cast<size_t>(act_bytes * tokens));
+  const auto x = testing::RandomFloats(static_cast<size_t>(cols * tokens), 2);
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (act_type == DType::kQ8_1) {
+      cpu::QuantizeRowQ8_1(x.data() + t * cols, act.data() + t * act_bytes, cols);
+    } else {
+      cpu::QuantizeRowQ8_0(x.data() + t * cols, act.data() + t * act_bytes, cols);
+    }
+  }
+  std::vector<float> y(static_cast<size_t>(rows * tokens));
+  auto* kernel = state.range(1) ? kernels.quant_dot_tile_tokens : kernels.quant_dot_rows_tokens;
+  const int64_t row_bytes = RowBytes(w_type, cols);
+  for (auto _ : state) {
+    for (int64_t r = 0; r < rows; r += 16) {
+      kernel(w_type, w.data() + r * row_bytes, row_bytes, 16, act.data(), act_bytes, tokens, cols, y.data() + r,
+             rows);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["MACs/s"] = benchmark::Counter(static_cast<double>(rows * cols * tokens) * state.iterations(),
+                                                benchmark::Counter::kIsRate);
+}
+void BM_Q4_1Tokens(benchmark::State& state) { QuantDotTokens(state, DType::kQ4_1); }
+void BM_Q8_0Tokens(benchmark::State& state) { QuantDotTokens(state, DType::kQ8_0); }
+BENCHMARK(BM_Q4_1Tokens)->ArgNames({"tokens", "tile"})->ArgsProduct({{2, 3, 4, 8, 32, 63}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q8_0Tokens)->ArgNames({"tokens", "tile"})->ArgsProduct({{2, 3, 4, 8, 32, 63}, {0, 1}})->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace kvserve
 

@@ -134,6 +134,41 @@ TEST_P(QuantDotTest, TokensKernelGivesEachTokenTheBitsOfItsOneTokenDot) {
   }
 }
 
+TEST_P(QuantDotTest, TileKernelEqualsReferenceForEveryRowAndToken) {
+  // The row-tile kernel (16 rows transposed, batched decodes) where the ISA has one: near the
+  // scalar reference for row counts around its 16-row tiles (the rest go to the row-major
+  // kernel), token counts around its groups of 8, odd and even block counts; the output stride
+  // respected.
+  const CpuKernels& k = kernels();
+  if (k.quant_dot_tile_tokens == nullptr) GTEST_SKIP() << CpuIsaName(isa()) << " has no row-tile kernel";
+  const DType w = type();
+  const DType a_type = ActivationTypeFor(w);
+  for (int64_t n : {96, 576, 1536})
+  for (int64_t rows : {3, 16, 17, 32, 45})
+  for (int64_t tokens : {1, 2, 4, 7, 8, 9, 16, 33}) {
+    auto weights = RandomQuantRows(w, rows, n, 51 + static_cast<uint32_t>(rows));
+    const int64_t act_bytes = RowBytes(a_type, n);
+    std::vector<uint8_t> acts;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const auto act = QuantizedActivations(w, RandomFloats(n, 52 + static_cast<uint32_t>(t), 2.0f));
+      acts.insert(acts.end(), act.begin(), act.end());
+    }
+    const int64_t stride = rows + 2;
+    std::vector<float> out(tokens * stride, -1.0f);
+    k.quant_dot_tile_tokens(w, weights.data(), RowBytes(w, n), rows, acts.data(), act_bytes, tokens, n, out.data(),
+                            stride);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const float ref = QuantDotReference(w, weights.data() + r * RowBytes(w, n), acts.data() + t * act_bytes, n);
+        ASSERT_NEAR(out[t * stride + r], ref, 1e-4f * (1.0f + std::fabs(ref)))
+            << "n " << n << " rows " << rows << " tokens " << tokens << " token " << t << " row " << r;
+      }
+      ASSERT_EQ(out[t * stride + rows], -1.0f) << "wrote past the rows";
+      ASSERT_EQ(out[t * stride + rows + 1], -1.0f) << "wrote past the rows";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(IsasAndTypes, QuantDotTest,
                          ::testing::Combine(::testing::ValuesIn(kAllCpuIsas),
                                             ::testing::Values(DType::kQ4_1, DType::kQ4_0, DType::kQ8_0)),
