@@ -1,7 +1,7 @@
 // AVX-512 + VNNI Q4_1 x Q8_1 and Q8_0 x Q8_0 products for many tokens at once (a step of
-// batched decodes): 16 weight rows are transposed into a tile in which one 512-bit vector holds the same four
-// elements of all 16 rows, so one vpdpbusd against four of a token's activation bytes
-// (broadcast) advances 16 dot products, and each token's 16 results come out in one vector.
+// batched decodes): 16 weight rows are transposed into a tile in which one 512-bit vector holds
+// the same four elements of all 16 rows, so one vpdpbusd against four of a token's activation
+// bytes (broadcast) advances 16 dot products, and each token's 16 results come out in one vector.
 //
 // Why: the row-major token kernel (DotRowsTokens in quant_dot_avx512.cc) spends five more
 // instructions per vpdpbusd on per-block scales and its lane layout, and at 32 concurrent

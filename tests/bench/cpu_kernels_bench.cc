@@ -86,6 +86,15 @@ BENCHMARK(BM_PagedAttention)
     ->ArgsProduct({{8192}, {512}, {1}, {0, 1}, {1}})
     ->Unit(benchmark::kMicrosecond);
 
+// x[0..cols) quantized as the activations of a dot with act_type (Q8_1 or Q8_0) into dst.
+void QuantizeActivationRow(DType act_type, const float* x, uint8_t* dst, int64_t cols) {
+  if (act_type == DType::kQ8_1) {
+    cpu::QuantizeRowQ8_1(x, dst, cols);
+  } else {
+    cpu::QuantizeRowQ8_0(x, dst, cols);
+  }
+}
+
 // Args: weight rows (576 columns, SmolLM2's hidden size), ISA; one activation row, as in decode.
 // 576 rows fit in L2, 24,576 in L3; 196,608 (70 MB of Q4_1) stream from memory as decode does.
 void QuantDot(benchmark::State& state, DType w_type) {
@@ -97,11 +106,7 @@ void QuantDot(benchmark::State& state, DType w_type) {
   const auto x = testing::RandomFloats(static_cast<size_t>(cols), 2);
   const DType act_type = cpu::ActivationTypeFor(w_type);
   std::vector<uint8_t> act(static_cast<size_t>(RowBytes(act_type, cols)));
-  if (act_type == DType::kQ8_1) {
-    cpu::QuantizeRowQ8_1(x.data(), act.data(), cols);
-  } else {
-    cpu::QuantizeRowQ8_0(x.data(), act.data(), cols);
-  }
+  QuantizeActivationRow(act_type, x.data(), act.data(), cols);
   std::vector<float> y(static_cast<size_t>(rows));
   for (auto _ : state) {
     kernels.quant_dot_rows(w_type, w.data(), RowBytes(w_type, cols), rows, act.data(), cols, y.data(), 1);
@@ -128,13 +133,7 @@ void QuantDotTokens(benchmark::State& state, DType w_type) {
   const int64_t act_bytes = RowBytes(act_type, cols);
   std::vector<uint8_t> act(static_cast<size_t>(act_bytes * tokens));
   const auto x = testing::RandomFloats(static_cast<size_t>(cols * tokens), 2);
-  for (int64_t t = 0; t < tokens; ++t) {
-    if (act_type == DType::kQ8_1) {
-      cpu::QuantizeRowQ8_1(x.data() + t * cols, act.data() + t * act_bytes, cols);
-    } else {
-      cpu::QuantizeRowQ8_0(x.data() + t * cols, act.data() + t * act_bytes, cols);
-    }
-  }
+  for (int64_t t = 0; t < tokens; ++t) QuantizeActivationRow(act_type, x.data() + t * cols, act.data() + t * act_bytes, cols);
   std::vector<float> y(static_cast<size_t>(rows * tokens));
   auto* kernel = state.range(1) ? kernels.quant_dot_tile_tokens : kernels.quant_dot_rows_tokens;
   const int64_t row_bytes = RowBytes(w_type, cols);

@@ -27,6 +27,17 @@ std::vector<uint8_t> QuantizedActivations(DType w, const std::vector<float>& x) 
   return act;
 }
 
+// `tokens` activation rows of n elements for weights of type w, one after another; token t's
+// floats drawn with seed first_seed + t.
+std::vector<uint8_t> TokenActivations(DType w, int64_t n, int64_t tokens, uint32_t first_seed) {
+  std::vector<uint8_t> acts;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const auto act = QuantizedActivations(w, RandomFloats(n, first_seed + static_cast<uint32_t>(t), 2.0f));
+    acts.insert(acts.end(), act.begin(), act.end());
+  }
+  return acts;
+}
+
 // Every ISA's kernels (the ones this CPU can run) for every weight type.
 class QuantDotTest : public ::testing::TestWithParam<std::tuple<CpuIsa, DType>> {
  protected:
@@ -112,11 +123,7 @@ TEST_P(QuantDotTest, TokensKernelGivesEachTokenTheBitsOfItsOneTokenDot) {
   for (int64_t tokens : {1, 2, 3, 4, 5, 7, 8, 9, 17}) {
     auto weights = RandomQuantRows(w, rows, n, 41 + static_cast<uint32_t>(rows));
     const int64_t act_bytes = RowBytes(a_type, n);
-    std::vector<uint8_t> acts;
-    for (int64_t t = 0; t < tokens; ++t) {
-      const auto act = QuantizedActivations(w, RandomFloats(n, 42 + static_cast<uint32_t>(t), 2.0f));
-      acts.insert(acts.end(), act.begin(), act.end());
-    }
+    const auto acts = TokenActivations(w, n, tokens, 42);
     const int64_t stride = rows + 2;
     std::vector<float> out(tokens * stride, -1.0f);
     kernels().quant_dot_rows_tokens(w, weights.data(), RowBytes(w, n), rows, acts.data(), act_bytes, tokens, n,
@@ -148,11 +155,7 @@ TEST_P(QuantDotTest, TileKernelEqualsReferenceForEveryRowAndToken) {
   for (int64_t tokens : {1, 2, 4, 7, 8, 9, 16, 33}) {
     auto weights = RandomQuantRows(w, rows, n, 51 + static_cast<uint32_t>(rows));
     const int64_t act_bytes = RowBytes(a_type, n);
-    std::vector<uint8_t> acts;
-    for (int64_t t = 0; t < tokens; ++t) {
-      const auto act = QuantizedActivations(w, RandomFloats(n, 52 + static_cast<uint32_t>(t), 2.0f));
-      acts.insert(acts.end(), act.begin(), act.end());
-    }
+    const auto acts = TokenActivations(w, n, tokens, 52);
     const int64_t stride = rows + 2;
     std::vector<float> out(tokens * stride, -1.0f);
     k.quant_dot_tile_tokens(w, weights.data(), RowBytes(w, n), rows, acts.data(), act_bytes, tokens, n, out.data(),
