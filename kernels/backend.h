@@ -177,6 +177,9 @@ std::string_view CpuKernelIsa();
 // The cache level the CPU attention loops prefetch K/V rows into ("nta", "l1" or "l2"; by CPU,
 // KVSERVE_PREFETCH_KV_LEVEL forces one).
 std::string_view CpuKvPrefetchLevel();
+// The level and distance the CPU quantized dots prefetch weight rows with, as "LEVEL/BYTES"
+// ("l1/8640"; by CPU, KVSERVE_PREFETCH_WEIGHT_LEVEL and _BYTES force them).
+std::string CpuWeightPrefetch();
 // How the CPU kernels' OpenMP threads wait at barriers, as the environment gave it to libgomp
 // at load ("GOMP_SPINCOUNT=30000", "OMP_WAIT_POLICY=passive", or "libgomp default"): speed on
 // shared cores depends on it (scripts/openmp_defaults.sh).

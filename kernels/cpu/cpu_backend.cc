@@ -87,6 +87,11 @@ std::string_view CpuKernelIsa() { return cpu::CpuIsaName(cpu::ActiveKernels().is
 
 std::string_view CpuKvPrefetchLevel() { return cpu::PrefetchLevelName(cpu::kv_prefetch_level); }
 
+std::string CpuWeightPrefetch() {
+  return std::string(cpu::PrefetchLevelName(cpu::weight_prefetch_level)) + "/" +
+         std::to_string(cpu::weight_prefetch_bytes);
+}
+
 std::string CpuOpenMpWait() {
   std::string out;
   for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <string_view>
 
 namespace kvserve::cpu {
 
@@ -20,14 +21,6 @@ namespace kvserve::cpu {
 inline int64_t PrefetchDistanceFromEnv(const char* name, int64_t fallback) {
   const char* env = std::getenv(name);
   return env ? std::max<int64_t>(0, std::atoll(env)) : fallback;
-}
-
-// How far ahead of the block being read the weight dots (quant_dot.cc) ask for bytes: 2,880 by
-// default (eight Q4_1 rows of SmolLM2's 576 columns, the best of 720-5,760 measured);
-// KVSERVE_PREFETCH_WEIGHT_BYTES=N overrides it.
-inline int64_t WeightPrefetchBytes() {
-  static const int64_t bytes = PrefetchDistanceFromEnv("KVSERVE_PREFETCH_WEIGHT_BYTES", 2880);
-  return bytes;
 }
 
 // How many keys ahead the attention loops ask for keys and values (paged_attention.cc finds
@@ -45,17 +38,34 @@ inline int64_t KvPrefetchDistance() {
 // T0 were level and T1 (into L2 only) ran the same attention 35-40% faster, 4K decode ~20%
 // (sixteenth session; likely because lines asked for into L1 were evicted by the loads between
 // before the loop reached them). The weight dots measured level there, so they stay at NTA.
+// On a Sapphire Rapids-class Xeon NTA lost to both others for both streams, by about half.
 enum class PrefetchLevel {
   kNta,  // _MM_HINT_NTA
   kL1,   // _MM_HINT_T0
   kL2,   // _MM_HINT_T1
 };
 
-// The levels this process uses (prefetch.cc): for the K/V rows of the attention loops and for
-// the weight rows of the quantized dots. By CPU unless KVSERVE_PREFETCH_KV_LEVEL or
-// KVSERVE_PREFETCH_WEIGHT_LEVEL (nta, l1 or l2) says otherwise.
+// What a CPU's prefetches default to: the level of the K/V rows, the level of the weight rows,
+// and how many bytes ahead of the block being read the weight dots (quant_dot*.cc) ask.
+struct PrefetchDefaults {
+  PrefetchLevel kv_level;
+  PrefetchLevel weight_level;
+  int64_t weight_bytes;
+};
+
+// The defaults measured for a CPU of this CPUID vendor string and display family (prefetch.cc
+// says where each was measured; a CPU nobody here measured gets Zen 2's).
+PrefetchDefaults PrefetchDefaultsFor(std::string_view vendor, unsigned family);
+
+// What this process uses (prefetch.cc), this CPU's defaults unless KVSERVE_PREFETCH_KV_LEVEL,
+// KVSERVE_PREFETCH_WEIGHT_LEVEL (nta, l1 or l2) or KVSERVE_PREFETCH_WEIGHT_BYTES=N says
+// otherwise: for the K/V rows of the attention loops and for the weight rows of the dots.
 extern const PrefetchLevel kv_prefetch_level;
 extern const PrefetchLevel weight_prefetch_level;
+extern const int64_t weight_prefetch_bytes;
+
+// How far ahead of the block being read the weight dots ask for bytes (0: no weight prefetch).
+inline int64_t WeightPrefetchBytes() { return weight_prefetch_bytes; }
 
 // "nta", "l1" or "l2": the names KVSERVE_PREFETCH_*_LEVEL take and `kvserve bench` prints.
 const char* PrefetchLevelName(PrefetchLevel level);
