@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quant_dot.h"
 
@@ -52,6 +53,10 @@ RowTile FillRowTile(DType w, const uint8_t* w_rows, int64_t row_bytes, int64_t n
   float* m = d + nb * kTileRows;
   for (int i = 0; i < kTileRows; ++i) {
     const uint8_t* row = w_rows + i * row_bytes;
+    // The same row of the next 16: QuantDotTasks hands each thread consecutive tasks, so that
+    // is most likely this thread's next tile, and it arrives while these rows are worked on
+    // (engine bench, Intel box: batch 8 decode +33%, batch 32 +10%; two tiles ahead measured level).
+    PrefetchWeights(row, kTileRows * row_bytes, row_bytes);
     for (int64_t b = 0; b < nb; ++b) {
       uint32_t* q = &quads[b * quads_per_block * kTileRows + i];
       if (w == DType::kQ4_1) {

@@ -11,7 +11,8 @@ import re
 import subprocess
 import sys
 
-STREAMING_OBJECTS = ['attention_dots.cc.o', 'attention_dots_avx512.cc.o', 'quant_dot.cc.o', 'quant_dot_avx512.cc.o']
+STREAMING_OBJECTS = ['attention_dots.cc.o', 'attention_dots_avx512.cc.o', 'quant_dot.cc.o', 'quant_dot_avx512.cc.o',
+                     'quant_dot_tile_avx512.cc.o']
 LEVELS = ['prefetchnta', 'prefetcht0', 'prefetcht1']
 
 
