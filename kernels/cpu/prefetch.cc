@@ -1,4 +1,5 @@
-// The cache level of the CPU kernels' software prefetch (prefetch.h), chosen once per process.
+// The CPU kernels' software prefetch settings (prefetch.h): this CPU's defaults, chosen once per
+// process by its CPUID vendor and family, each overridable from the environment.
 #include "kernels/cpu/prefetch.h"
 
 #include <cpuid.h>
@@ -55,6 +56,7 @@ PrefetchDefaults PrefetchDefaultsFor(std::string_view vendor, unsigned family) {
   // Zen 2, and any CPU nobody here measured: NTA for both (best on Zen 2).
   return {PrefetchLevel::kNta, PrefetchLevel::kNta, 2880};
 }
+
 const char* PrefetchLevelName(PrefetchLevel level) {
   switch (level) {
     case PrefetchLevel::kL1:
