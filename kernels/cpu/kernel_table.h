@@ -64,6 +64,7 @@ namespace avx2 {
 QuantDotFn QuantDot;
 QuantDotRowsFn QuantDotRows;
 QuantDotRowsTokensFn QuantDotRowsTokens;
+QuantDotRowsTokensFn QuantDotRowTilesTokens;  // quant_dot_tile_avx2.cc
 ScoreKeysFn ScoreKeys;
 AccumulateValuesFn AccumulateValues;
 ExpShiftedSumFn ExpShiftedSum;

@@ -14,9 +14,9 @@ namespace kvserve::cpu {
 // token-batch kernels (QuantDotRowsTokens) unpack each weight block once for four tokens and
 // beat dequantize + sgemm for a step of up to 64 batched decodes (docs/PERF.md: the old bound
 // of 8 made 8 concurrent requests decode slower in total than one). Prompts of 64 tokens and
-// more keep sgemm's fp32 precision. Where the table has a row-tile kernel (AVX-512: Q4_1 and
-// Q8_0 rows transposed 16 at a time, 2.5-3.7x the token kernel's rate from 32 tokens on), steps
-// of quant_dot_tile_min_tokens and more use it, except under kBatchInvariant.
+// more keep sgemm's fp32 precision. The row-tile kernels (weight rows transposed 16 at a
+// time; AVX-512: Q4_1 and Q8_0, 2.5-3.7x the token kernel's rate from 32 tokens on; AVX2: Q4_1,
+// 2.2x) take steps of quant_dot_tile_min_tokens and more, except under kBatchInvariant.
 int64_t QuantDotMaxTokens();
 
 // OpenBLAS's own thread pool stays at one thread: our OpenMP threads each call sgemm on their

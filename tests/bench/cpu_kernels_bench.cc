@@ -122,10 +122,10 @@ BENCHMARK(BM_Q8_0Dot)->ArgNames({"rows", "avx512"})->ArgsProduct({{576, 24576, 1
 // A step of batched decodes through 1,536 rows of 576 columns (SmolLM2's FFN gate shape) in
 // 16-row tasks, as MatMulShared hands them to a thread: the row-major token kernel (the one
 // --deterministic uses) against the row-tile kernel (the default from its threshold). Args:
-// tokens, kernel (0 row-major, 1 row tile); AVX-512 only (AVX2 has no row-tile kernel).
+// tokens, kernel (0 row-major, 1 row tile), ISA (0 AVX2, 1 AVX-512; AVX2's tile is Q4_1 only).
 void QuantDotTokens(benchmark::State& state, DType w_type) {
   cpu::CpuIsa isa;
-  if (!UseIsa(state, 1, &isa)) return;
+  if (!UseIsa(state, state.range(2), &isa)) return;
   const cpu::CpuKernels& kernels = cpu::KernelsFor(isa);
   const int64_t tokens = state.range(0), rows = 1536, cols = 576;
   const auto w = testing::RandomQuantRows(w_type, rows, cols, 1);
@@ -149,8 +149,14 @@ void QuantDotTokens(benchmark::State& state, DType w_type) {
 }
 void BM_Q4_1Tokens(benchmark::State& state) { QuantDotTokens(state, DType::kQ4_1); }
 void BM_Q8_0Tokens(benchmark::State& state) { QuantDotTokens(state, DType::kQ8_0); }
-BENCHMARK(BM_Q4_1Tokens)->ArgNames({"tokens", "tile"})->ArgsProduct({{2, 3, 4, 8, 32, 63}, {0, 1}})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Q8_0Tokens)->ArgNames({"tokens", "tile"})->ArgsProduct({{2, 3, 4, 8, 32, 63}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q4_1Tokens)
+    ->ArgNames({"tokens", "tile", "avx512"})
+    ->ArgsProduct({{2, 3, 4, 8, 32, 63}, {0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Q8_0Tokens)
+    ->ArgNames({"tokens", "tile", "avx512"})
+    ->ArgsProduct({{2, 3, 4, 8, 32, 63}, {0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvserve
