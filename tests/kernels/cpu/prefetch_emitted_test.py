@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 STREAMING_OBJECTS = ['attention_dots.cc.o', 'attention_dots_avx512.cc.o', 'quant_dot.cc.o', 'quant_dot_avx512.cc.o',
-                     'quant_dot_tile.cc.o']
+                     'quant_dot_tile_avx2.cc.o', 'quant_dot_tile_avx512.cc.o']
 LEVELS = ['prefetchnta', 'prefetcht0', 'prefetcht1']
 
 
