@@ -14,7 +14,11 @@ namespace kvserve {
 namespace {
 constexpr std::string_view kCompressAtNames[] = {"prefill_end", "chunk"};  // CompressAt's order
 constexpr std::string_view kChunkScoringNames[] = {"question", "window", "question_at_end"};  // ChunkScoring's order
+constexpr std::string_view kEvictedWeightNames[] = {"drop", "merge"};  // EvictedWeight's order
 }  // namespace
+
+absl::Span<const std::string_view> EvictedWeightNames() { return kEvictedWeightNames; }
+std::string_view EvictedWeightName(EvictedWeight w) { return kEvictedWeightNames[static_cast<size_t>(w)]; }
 
 absl::Span<const std::string_view> CompressAtNames() { return kCompressAtNames; }
 std::string_view CompressAtName(CompressAt at) { return kCompressAtNames[static_cast<size_t>(at)]; }
@@ -113,6 +117,7 @@ absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n
   all.question_tokens = s.question_tokens;
   // Only chunk mode reads it (a server-wide headroom stays set for prefill_end requests).
   if (s.at == CompressAt::kChunk) all.chunk_headroom = s.chunk_headroom;
+  all.evicted_weight = s.evicted_weight;
   all.first_stage_ratio = s.first_stage_ratio;
   all.window = s.window;
   all.pool_kernel = s.pool_kernel;

@@ -40,6 +40,16 @@ inline bool ProbesWithQuestion(ChunkScoring s) { return s != ChunkScoring::kWind
 absl::Span<const std::string_view> ChunkScoringNames();
 std::string_view ChunkScoringName(ChunkScoring scoring);
 
+// What becomes of the weight of the entries a selection evicts. kDrop: nothing stands for
+// them (the papers' SnapKV and CriticalKV). kMerge: each adds its weight to the kept entry
+// of its KV head with the nearest key (Backend::MergeEvictedWeights), so the kept entries
+// stand for the whole prompt in every later softmax, as merge-reduce's do (DESIGN.md,
+// method 3). Scoring policies only; merge-reduce weights its own entries.
+enum class EvictedWeight { kDrop, kMerge };
+// The one table of evicted-weight names ("drop", "merge"), in EvictedWeight's order.
+absl::Span<const std::string_view> EvictedWeightNames();
+std::string_view EvictedWeightName(EvictedWeight w);
+
 // Most tokens a question span (and the observation window) may have.
 inline constexpr int64_t kMaxScoringQueries = 4096;
 
@@ -66,6 +76,7 @@ struct CompressionSettings {
   // and a 10% budget, 2048 keeps 49 of 50 passkeys where compressing after every 512-token
   // chunk keeps 43 (docs/QUALITY.md); at 128K it adds 2048 entries per layer to a 13K budget.
   int64_t chunk_headroom = 2048;
+  EvictedWeight evicted_weight = EvictedWeight::kDrop;
   double first_stage_ratio = 0.5;   // CriticalKV
   // The observation window (in queries) and SnapKV's average pool. Not kvpress's 64 and 5 (its
   // goldens set those): a short question after a long prompt is its last ~16 tokens, and a

@@ -32,6 +32,7 @@ constexpr KnobNames kKnobs[] = {
     {"chunk_scoring", "chunk_scoring", "kv.chunk_scoring", "--chunk-scoring"},
     {"question_tokens", "question_tokens", "kv.question_tokens", "--question-tokens"},
     {"chunk_headroom", "chunk_headroom", "kv.chunk_headroom", "--chunk-headroom"},
+    {"evicted_weight", "evicted_weight", "kv.evicted_weight", "--evicted-weight"},
     {"first_stage_ratio", "first_stage_ratio", "kv.first_stage_ratio", "--first-stage-ratio"},
     {"window", "KV window", "kv.window", "--kv-window"},
     {"pool_kernel", "pool kernel", "kv.pool_kernel", "--pool-kernel"},
@@ -104,8 +105,23 @@ absl::StatusOr<ChunkScoring> ParseChunkScoring(std::string_view name, KvSource s
   return static_cast<ChunkScoring>(*i);
 }
 
+absl::StatusOr<EvictedWeight> ParseEvictedWeight(std::string_view name, KvSource source) {
+  absl::StatusOr<size_t> i = Lookup(EvictedWeightNames(), name, "evicted_weight", source);
+  if (!i.ok()) return i.status();
+  return static_cast<EvictedWeight>(*i);
+}
+
 absl::StatusOr<KvSettings> ParsePolicySpec(std::string_view spec) {
   KvSettings kv;
+  if (const size_t plus = spec.rfind('+'); plus != std::string_view::npos) {
+    absl::StatusOr<EvictedWeight> evicted = ParseEvictedWeight(spec.substr(plus + 1));
+    if (!evicted.ok()) {
+      return Bad("unknown evicted weight '", spec.substr(plus + 1), "' in '", spec, "' (expected +",
+                 JoinNames(EvictedWeightNames()), ")");
+    }
+    kv.evicted_weight = *evicted;
+    spec = spec.substr(0, plus);
+  }
   const size_t slash = spec.find('/');
   if (slash != std::string_view::npos) {
     const std::string_view mode = spec.substr(slash + 1);
@@ -244,6 +260,7 @@ CompressionSettings ResolveKvSettings(const KvSettings& kv, const CompressionSet
   if (kv.chunk_scoring) s.chunk_scoring = *kv.chunk_scoring;
   if (kv.question_tokens) s.question_tokens = kv.question_tokens;
   if (kv.chunk_headroom) s.chunk_headroom = *kv.chunk_headroom;
+  if (kv.evicted_weight) s.evicted_weight = *kv.evicted_weight;
   if (kv.first_stage_ratio) s.first_stage_ratio = *kv.first_stage_ratio;
   if (kv.window) s.window = s.recent_window = *kv.window;
   if (kv.pool_kernel) s.pool_kernel = *kv.pool_kernel;

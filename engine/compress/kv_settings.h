@@ -36,6 +36,7 @@ struct KvSettings {
   std::optional<ChunkScoring> chunk_scoring;
   std::optional<int64_t> question_tokens;           // the prompt's last N tokens are the question
   std::optional<int64_t> chunk_headroom;            // chunk mode: entries above the budget between compressions
+  std::optional<EvictedWeight> evicted_weight;
   std::optional<double> first_stage_ratio;          // CriticalKV
   std::optional<int64_t> window;                    // observation window, in queries
   std::optional<int64_t> pool_kernel;               // SnapKV average pool
@@ -54,10 +55,12 @@ absl::StatusOr<std::string> ParseKvPolicy(std::string_view name, KvSource source
 absl::StatusOr<BudgetPlan> ParseKvBudgetPlan(std::string_view name, KvSource source = KvSource::kEngine);
 absl::StatusOr<CompressAt> ParseCompressAt(std::string_view name, KvSource source = KvSource::kEngine);
 absl::StatusOr<ChunkScoring> ParseChunkScoring(std::string_view name, KvSource source = KvSource::kEngine);
+absl::StatusOr<EvictedWeight> ParseEvictedWeight(std::string_view name, KvSource source = KvSource::kEngine);
 
 // How eval names a row: "snapkv" sets the policy; "criticalkv@ripple" also sets the budget
 // plan; a "/MODE" suffix sets when it compresses: prefill_end, chunk (= chunk:question) or
-// chunk:window. INVALID_ARGUMENT for an unknown policy, plan or mode.
+// chunk:window; a last "+merge" or "+drop" the evicted weight ("snapkv/chunk+merge").
+// INVALID_ARGUMENT for an unknown policy, plan, mode or evicted weight.
 absl::StatusOr<KvSettings> ParsePolicySpec(std::string_view spec);
 
 // Every set value in range, and the set values consistent with each other (a question span

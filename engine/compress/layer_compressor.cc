@@ -8,8 +8,9 @@
 
 namespace kvserve {
 
-LayerCompressor::LayerCompressor(Backend& backend, const ScoringPolicy& policy, int64_t n_layers)
-    : backend_(backend), host_memory_(backend.HostMemory()), policy_(policy), scratch_(backend),
+LayerCompressor::LayerCompressor(Backend& backend, const ScoringPolicy& policy, int64_t n_layers,
+                                 EvictedWeight evicted)
+    : backend_(backend), host_memory_(backend.HostMemory()), policy_(policy), evicted_(evicted), scratch_(backend),
       norms_(policy.UsesValueNorms() ? static_cast<size_t>(n_layers) : 0) {}
 
 LayerCompressor::~LayerCompressor() {
@@ -60,7 +61,12 @@ absl::Status LayerCompressor::Compress(SelectionRequest r, PagePool& pool, Seque
     backend_.CopyOut(kept.data(), slots, static_cast<int64_t>(sizeof(int32_t)) * heads * n_keep);
     tracker_->OnSelection(l, heads, len, kept, n_keep);
   }
-  backend_.CompactKv(L.kv, L.pages.data(), len, slots, /*new_log_w=*/nullptr, n_keep);
+  float* merged = nullptr;
+  if (evicted_ == EvictedWeight::kMerge) {
+    merged = scratch_.Take<float>(heads * n_keep);
+    backend_.MergeEvictedWeights(L.kv, L.pages.data(), len, slots, n_keep, merged);
+  }
+  backend_.CompactKv(L.kv, L.pages.data(), len, slots, merged, n_keep);
   if (cache) {
     if (spare_.bytes < cache->buf.bytes) {
       FreeKeptBuffer(backend_, host_memory_, spare_.p);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/compress/compression_settings.h"
 #include "engine/compress/kept_positions.h"
 #include "engine/compress/kv_policy.h"
 #include "engine/kv/page_pool.h"
@@ -26,15 +27,18 @@ struct CompressionStats {
 class LayerCompressor {
  public:
   // Buffers come from `backend`, which must be the backend of every later Compress call (and,
-  // when it is a device backend, outlive this).
-  LayerCompressor(Backend& backend, const ScoringPolicy& policy, int64_t n_layers);
+  // when it is a device backend, outlive this). evicted: what becomes of the evicted entries'
+  // weight (merged into the kept entries with the nearest keys, or dropped).
+  LayerCompressor(Backend& backend, const ScoringPolicy& policy, int64_t n_layers,
+                  EvictedWeight evicted = EvictedWeight::kDrop);
   ~LayerCompressor();
   LayerCompressor(const LayerCompressor&) = delete;
   LayerCompressor& operator=(const LayerCompressor&) = delete;
 
   // Keeps r.n_keep entries per KV head of layer l (r.layer's pages are backend memory,
-  // r.window host memory), compacts them to the leading slots and frees the pages past them
-  // (a question probe's slots, r.probe_slots, among them). Adds to *stats.
+  // r.window host memory), compacts them to the leading slots (with the evicted entries'
+  // weight merged into them under EvictedWeight::kMerge) and frees the pages past them (a
+  // question probe's slots, r.probe_slots, among them). Adds to *stats.
   absl::Status Compress(SelectionRequest r, PagePool& pool, SequenceKv& seq, int64_t l, CompressionStats* stats);
   // Follows every later selection in *tracker (a diagnostic: the kept slots are read back).
   void TrackPositions(KeptPositions* tracker) { tracker_ = tracker; }
@@ -57,6 +61,7 @@ class LayerCompressor {
   Backend& backend_;
   const bool host_memory_;  // backend_.HostMemory(): then the destructor never touches backend_
   const ScoringPolicy& policy_;
+  const EvictedWeight evicted_;
   BackendScratch scratch_;
   Buffer spare_;
   std::vector<NormCache> norms_;

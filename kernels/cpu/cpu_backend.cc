@@ -66,6 +66,10 @@ class CpuBackend final : public Backend {
   void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int32_t* slots) override {
     cpu::TopKPerHead(scores, heads, len, k, slots);
   }
+  void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
+                           float* out_log_w) override {
+    cpu::MergeEvictedWeightsBlas(kv, pages, len, slots, k, out_log_w);
+  }
   void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
                  int64_t k) override {
     cpu::CompactKv(kv, pages, len, slots, new_log_w, k, nullptr);

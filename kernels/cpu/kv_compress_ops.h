@@ -57,6 +57,20 @@ void TopKPerHead(const float* scores, int64_t heads, int64_t len, int64_t k, int
 void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
                int64_t k, std::vector<int32_t>* freed);
 
+// evicted_mass.cc. The evicted entries' weight merged into the kept ones, out_log_w
+// [n_kv_heads, k] for the kept slots [n_kv_heads, k] (ascending per head): every slot s < len
+// with a finite log-weight adds exp(log_w[s]) to the kept entry of its head whose key is
+// nearest (squared Euclidean distance; ties to the lower kept index), itself when kept; out is
+// the log of each kept entry's sum (-inf when it is 0). A kept entry then stands for the
+// entries like it in every later softmax, as a merge-reduce cluster's representative does.
+void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
+                         float* out_log_w);
+
+// evicted_mass.cc. The CPU backend's form of MergeEvictedWeights: the same definition in
+// float, each head's distances from one matmul of the evicted keys by the kept ones.
+void MergeEvictedWeightsBlas(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
+                             float* out_log_w);
+
 // kv_compaction.cc. dst[h, i] = src[h, slots[h, i]]; src [heads, src_stride], dst
 // [heads, dst_stride] (not overlapping src), slots [heads, k].
 void GatherPerHead(const float* src, int64_t src_stride, const int32_t* slots, int64_t heads, int64_t k, float* dst,

@@ -20,6 +20,7 @@ const char kGenerateUsage[] =
     "  [--presence-penalty P] [--frequency-penalty P] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
     "  [--ignore-eos] [--kv-policy POLICY] [--kv-budget B|auto:RISK] [--budget-plan PLAN (or --kv-plan)]\n"
     "  [--compress-at WHEN] [--chunk-scoring MODE] [--question-tokens N] [--chunk-headroom N]\n"
+    "  [--evicted-weight drop|merge]\n"
     "  [--sink-tokens N (the prompt's first N entries always kept)]\n"
     "  [--request-id ID] [--usage (finish reason, usage and timings on stderr)] [--ids (print token ids)]\n";
 
@@ -27,7 +28,7 @@ const std::vector<std::string>& GenerateFlags() {
   static const std::vector<std::string> f = {
       "prompt", "prompt-file", "token-ids", "system", "max-new-tokens", "temperature", "top-k", "top-p", "min-p",
       "repetition-penalty", "presence-penalty", "frequency-penalty", "seed", "stop", "stop-token-id",
-      "kv-policy", "kv-budget", "budget-plan|kv-plan", "compress-at", "chunk-scoring", "question-tokens", "chunk-headroom",
+      "kv-policy", "kv-budget", "budget-plan|kv-plan", "compress-at", "chunk-scoring", "question-tokens", "chunk-headroom", "evicted-weight",
       "sink-tokens", "request-id"};
   return f;
 }
@@ -158,6 +159,7 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const CliArgs& a) {
   kv->set_budget_plan(a.Get("budget-plan").value_or(""));
   kv->set_compress_at(a.Get("compress-at").value_or(""));
   kv->set_chunk_scoring(a.Get("chunk-scoring").value_or(""));
+  kv->set_evicted_weight(a.Get("evicted-weight").value_or(""));
   if (absl::Status status = Optional<int64_t>(a, "question-tokens", [&](int64_t v) { kv->set_question_tokens(v); });
       !status.ok()) {
     return status;

@@ -103,6 +103,11 @@ absl::StatusOr<KvSettings> KvSettingsFromProto(const v1::KvCacheParams& p, int64
     if (!scoring.ok()) return scoring.status();
     kv.chunk_scoring = *scoring;
   }
+  if (!p.evicted_weight().empty()) {
+    absl::StatusOr<EvictedWeight> evicted = ParseEvictedWeight(p.evicted_weight(), kProto);
+    if (!evicted.ok()) return evicted.status();
+    kv.evicted_weight = *evicted;
+  }
   if (p.has_question_tokens()) kv.question_tokens = p.question_tokens();
   if (p.has_chunk_headroom()) kv.chunk_headroom = p.chunk_headroom();
   if (p.has_first_stage_ratio()) kv.first_stage_ratio = p.first_stage_ratio();

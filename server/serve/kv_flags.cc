@@ -41,7 +41,8 @@ const std::vector<std::string>& KvFlagNames() {
   static const std::vector<std::string> names = {"kv-policy",   "kv-budget",         "budget-plan", "compress-at",
                                                  "kv-window",   "first-stage-ratio", "pool-kernel", "sink-tokens",
                                                  "ripple-r",    "ripple-gamma",      "reduce-protected-dims",
-                                                 "kv-dtype",    "chunk-scoring",     "question-tokens", "chunk-headroom"};
+                                                 "kv-dtype",    "chunk-scoring",     "question-tokens", "chunk-headroom",
+                                                 "evicted-weight"};
   return names;
 }
 
@@ -60,6 +61,8 @@ const std::string& KvFlagsHelp() {
         "] (chunk mode: score each chunk with the question's\n"
         "  queries or the chunk's own) [--question-tokens N (the prompt's last N tokens; default the window)]\n",
         "  [--chunk-headroom N=", d.chunk_headroom, "] (chunk mode: entries above the budget during the prompt)\n",
+        "  [--evicted-weight ", Names(EvictedWeightNames()), "=", std::string(EvictedWeightName(d.evicted_weight)),
+        "] (merge: each evicted entry's weight goes to the kept entry with the nearest key)\n",
         "  [--kv-window N=", d.window, "] [--first-stage-ratio R=", d.first_stage_ratio, "] [--pool-kernel K=",
         d.pool_kernel, "] [--sink-tokens N] (the prompt's first N entries always kept;\n"
         "  default 4 with streaming and merge-reduce, 0 with the scoring policies)\n",
@@ -116,6 +119,11 @@ absl::StatusOr<KvSettings> KvSettingsFromArgs(const CliArgs& a, const Model& mod
     absl::StatusOr<CompressAt> at = ParseCompressAt(*p, kFlags);
     if (!at.ok()) return at.status();
     kv.compress_at = *at;
+  }
+  if (auto p = a.Get("evicted-weight")) {
+    absl::StatusOr<EvictedWeight> evicted = ParseEvictedWeight(*p, kFlags);
+    if (!evicted.ok()) return evicted.status();
+    kv.evicted_weight = *evicted;
   }
   if (auto p = a.Get("chunk-scoring")) {
     absl::StatusOr<ChunkScoring> scoring = ParseChunkScoring(*p, kFlags);

@@ -14,7 +14,8 @@
 namespace kvserve {
 
 // --kv-policy, --kv-budget, --budget-plan, --compress-at, --kv-window, --first-stage-ratio,
-// --pool-kernel, --sink-tokens, --ripple-r, --ripple-gamma, --reduce-protected-dims.
+// --pool-kernel, --sink-tokens, --ripple-r, --ripple-gamma, --reduce-protected-dims,
+// --kv-dtype, --chunk-scoring, --question-tokens, --chunk-headroom, --evicted-weight.
 const std::vector<std::string>& KvFlagNames();
 // One usage line per flag, for --help (the names from the tables, the defaults from
 // CompressionSettings).

@@ -133,6 +133,7 @@ void ReadKv(JsonBody& b, v1::KvCacheParams* kv) {
   }
   if (auto v = b.String("kv_compress_at")) kv->set_compress_at(*v);
   if (auto v = b.String("kv_chunk_scoring")) kv->set_chunk_scoring(*v);
+  if (auto v = b.String("kv_evicted_weight")) kv->set_evicted_weight(*v);
   if (auto v = b.Int("kv_question_tokens", -kMaxTokens, kMaxTokens)) kv->set_question_tokens(*v);
   if (auto v = b.Int("kv_chunk_headroom", -kMaxTokens, kMaxTokens)) kv->set_chunk_headroom(*v);
   if (auto v = b.Number("kv_first_stage_ratio")) kv->set_first_stage_ratio(*v);

@@ -56,6 +56,10 @@ class HostAsDeviceBackend final : public Backend {
                         int64_t n_first, float eps, float* merged) override {
     cpu_->CriticalKvScores(base, norms, norms_stride, heads, len, n_first, eps, merged);
   }
+  void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
+                           float* out_log_w) override {
+    cpu_->MergeEvictedWeights(kv, pages, len, slots, k, out_log_w);
+  }
   void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
                  int64_t k) override {
     cpu_->CompactKv(kv, pages, len, slots, new_log_w, k);

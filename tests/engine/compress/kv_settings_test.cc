@@ -107,5 +107,28 @@ TEST(KvSettingsTest, PolicySpecsSetPolicyPlanAndMode) {
   EXPECT_TRUE(Says(ParsePolicySpec("snapkv@zigzag").status(), "'zigzag'"));
 }
 
+TEST(KvSettingsTest, EvictedWeightComesFromARowSuffixTheFlagOrTheField) {
+  absl::StatusOr<KvSettings> kv = ParsePolicySpec("criticalkv@pyramid/chunk+merge");
+  ASSERT_TRUE(kv.ok()) << kv.status();
+  EXPECT_EQ(kv->evicted_weight, EvictedWeight::kMerge);
+  EXPECT_EQ(kv->compress_at, CompressAt::kChunk);
+  EXPECT_EQ(kv->plan, BudgetPlan::kPyramid);
+  EXPECT_EQ(ParsePolicySpec("snapkv+drop").value().evicted_weight, EvictedWeight::kDrop);
+  EXPECT_FALSE(ParsePolicySpec("snapkv/chunk").value().evicted_weight.has_value());
+  EXPECT_TRUE(Says(ParsePolicySpec("snapkv/chunk+keep").status(), "unknown evicted weight 'keep'"));
+  EXPECT_TRUE(Says(ParseEvictedWeight("average", KvSource::kProto).status(),
+                   "kv.evicted_weight 'average' is unknown; use one of drop, merge"));
+  EXPECT_TRUE(Says(ParseEvictedWeight("average", KvSource::kFlags).status(), "--evicted-weight 'average'"));
+  // Unset it is the server's (drop by default); set, the request's wins.
+  CompressionSettings server;
+  EXPECT_EQ(ResolveKvSettings(KvSettings{}, server).evicted_weight, EvictedWeight::kDrop);
+  server.evicted_weight = EvictedWeight::kMerge;
+  EXPECT_EQ(ResolveKvSettings(KvSettings{}, server).evicted_weight, EvictedWeight::kMerge);
+  KvSettings request;
+  request.evicted_weight = EvictedWeight::kDrop;
+  EXPECT_EQ(ResolveKvSettings(request, server).evicted_weight, EvictedWeight::kDrop);
+  EXPECT_EQ(EvictedWeightName(EvictedWeight::kMerge), "merge");
+}
+
 }  // namespace
 }  // namespace kvserve

@@ -1,6 +1,6 @@
 // The CUDA KV compression ops against their CPU references (kernels/cpu/kv_compress_ops.h):
-// SnapKV scores, projected value norms, CriticalKV's merge, per-head top-k, compaction and
-// the weighted gather; and greedy generation with compression on CUDA versus the CPU. Kept
+// SnapKV scores, projected value norms, CriticalKV's merge, per-head top-k, compaction, the
+// weighted gather and the evicted weights' merge; and greedy generation with compression on CUDA versus the CPU. Kept
 // index sets must be equal except where the CPU scores tie within the GPU's rounding. Skips,
 // with "no CUDA device: <reason>", on machines without a GPU (fail under KVSERVE_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
@@ -268,6 +268,51 @@ TEST_F(CudaKvCompress, CompactionAndWeightedGather) {
   float* dst = Up(std::vector<float>(want.size(), 0.0f));
   gpu_->GatherPerHead(Up(src), 50, Up(slots), 3, 3, dst, 5);
   EXPECT_EQ(Down(dst, want.size()), want);
+}
+
+// The evicted entries' weight merged into the kept ones: against the double reference on a
+// small layer (every log-weight within float rounding), and against the CPU backend's form on
+// a long one, where an evicted key about equally near two kept keys may join either (each
+// such entry moves its weight between two kept entries): at most 0.5% of the kept entries
+// may differ, and each head's total weight must agree.
+TEST_F(CudaKvCompress, MergeEvictedWeightsAsTheCpu) {
+  for (auto [len, k, hd] : {std::tuple<int64_t, int64_t, int64_t>{300, 40, 128}, {20000, 3000, 64}}) {
+    const int64_t kvh = 8, ps = 16;
+    const bool reference = len < 1000;
+    Layer L(len, ps, kvh, hd, static_cast<uint32_t>(len));
+    std::mt19937 rng(static_cast<uint32_t>(k));
+    std::vector<int32_t> slots;
+    for (int64_t h = 0; h < kvh; ++h) {
+      std::vector<int32_t> all(static_cast<size_t>(len));
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng);
+      all.resize(static_cast<size_t>(k));
+      std::sort(all.begin(), all.end());
+      slots.insert(slots.end(), all.begin(), all.end());
+    }
+    std::vector<float> want(static_cast<size_t>(kvh * k));
+    (reference ? cpu::MergeEvictedWeights : cpu::MergeEvictedWeightsBlas)(L.Host(), L.pages.data(), len, slots.data(),
+                                                                          k, want.data());
+    PagedKv dev = Device(L);
+    float* out = Up(std::vector<float>(want.size(), 0.0f));
+    gpu_->MergeEvictedWeights(dev, L.pages.data(), len, Up(slots), k, out);
+    const std::vector<float> got = Down(out, want.size());
+    int64_t differ = 0;
+    for (int64_t h = 0; h < kvh; ++h) {
+      double total_want = 0, total_got = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const size_t j = static_cast<size_t>(h * k + i);
+        differ += std::fabs(got[j] - want[j]) > 1e-4f * std::max(1.0f, std::fabs(want[j]));
+        total_want += std::exp(static_cast<double>(want[j]));
+        total_got += std::exp(static_cast<double>(got[j]));
+      }
+      EXPECT_NEAR(total_got, total_want, 1e-5 * total_want) << "len " << len << " head " << h;
+    }
+    EXPECT_LE(differ, reference ? 0 : kvh * k / 200) << "len " << len;
+    std::printf("merge evicted weights, len %lld k %lld: %lld of %lld kept log-weights differ\n",
+                static_cast<long long>(len), static_cast<long long>(k), static_cast<long long>(differ),
+                static_cast<long long>(kvh * k));
+  }
 }
 
 // Greedy generation with SnapKV and CriticalKV at both compression points, CPU vs CUDA.

@@ -82,6 +82,8 @@ std::vector<BadCase> Cases() {
        }, kInvalid, "needs kv.compress_at prefill_end"},
       {"unknown_chunk_scoring", [](R& r) { r.mutable_kv()->set_chunk_scoring("answer"); }, kInvalid,
        "kv.chunk_scoring 'answer' is unknown"},
+      {"unknown_evicted_weight", [](R& r) { r.mutable_kv()->set_evicted_weight("average"); }, kInvalid,
+       "kv.evicted_weight 'average' is unknown; use one of drop, merge"},
       {"question_tokens_zero", [](R& r) { r.mutable_kv()->set_question_tokens(0); }, kInvalid,
        "kv.question_tokens must be in [1, 4096], got 0"},
       {"question_tokens_negative", [](R& r) { r.mutable_kv()->set_question_tokens(-5); }, kInvalid,

@@ -40,7 +40,7 @@ TEST(OpenAiRequest, CompletionFieldsMapOntoTheProto) {
       "presence_penalty": 0.2, "frequency_penalty": 0.3, "stop": "\n", "stop_token_ids": [2],
       "ignore_eos": true, "seed": 42, "logprobs": 3, "user": "u1",
       "kv_policy": "snapkv", "kv_budget": 0.25, "kv_compress_at": "chunk", "kv_window": 32,
-      "kv_sink_tokens": 40})");
+      "kv_sink_tokens": 40, "kv_evicted_weight": "merge"})");
   ASSERT_TRUE(r.ok()) << r.status();
   const v1::GenerateRequest& p = r->proto;
   ASSERT_EQ(p.prompts_size(), 1);
@@ -65,6 +65,7 @@ TEST(OpenAiRequest, CompletionFieldsMapOntoTheProto) {
   EXPECT_EQ(p.kv().compress_at(), "chunk");
   EXPECT_EQ(p.kv().window(), 32);
   EXPECT_EQ(p.kv().sink_tokens(), 40);
+  EXPECT_EQ(p.kv().evicted_weight(), "merge");
   EXPECT_FALSE(r->stream);
 }
 

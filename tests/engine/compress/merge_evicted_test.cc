@@ -1,0 +1,220 @@
+// Merging the evicted entries' weight into the kept ones (EvictedWeight::kMerge): the CPU
+// reference on a hand-made layer, the CPU backend's BLAS form against the reference on random
+// layers (f32 and f16 K/V), the weight a layer carries conserved, attention over the merged
+// entries closer to the full cache's than over the same entries without, and LayerCompressor
+// doing the same through a device pool's Backend ops as on the host.
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "engine/compress/layer_compressor.h"
+#include "kernels/cpu/kv_compress_ops.h"
+#include "tests/engine/compress/layer_fixture.h"
+#include "tests/kernels/host_as_device_backend.h"
+
+namespace kvserve {
+namespace {
+
+// The kept slots [heads, k] of a layer (ascending per head): per head a random subset.
+std::vector<int32_t> RandomKept(int64_t len, int64_t heads, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> slots;
+  for (int64_t h = 0; h < heads; ++h) {
+    std::vector<int32_t> all(static_cast<size_t>(len));
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(static_cast<size_t>(k));
+    std::sort(all.begin(), all.end());
+    slots.insert(slots.end(), all.begin(), all.end());
+  }
+  return slots;
+}
+
+std::vector<float> Merged(LayerFixture& f, const std::vector<int32_t>& slots, int64_t k, bool blas) {
+  const LayerKv L = f.layer();
+  std::vector<float> out(static_cast<size_t>(L.kv.n_kv_heads * k));
+  (blas ? cpu::MergeEvictedWeightsBlas : cpu::MergeEvictedWeights)(L.kv, L.pages.data(), L.len, slots.data(), k,
+                                                                     out.data());
+  return out;
+}
+
+TEST(MergeEvictedWeightsTest, EachEvictedEntryJoinsTheKeptEntryWithTheNearestKey) {
+  // One head, 2-dim keys on a line: kept slots 0 (at 0) and 1 (at 10).
+  LayerFixture f(6, 1, 2);
+  const float xs[] = {0, 10, 1, 9, 0.4f, 6};
+  for (int s = 0; s < 6; ++s) {
+    f.k[s * 2] = xs[s];
+    f.k[s * 2 + 1] = 0;
+  }
+  f.log_w = {0, 0, 0, 0, std::log(3.0f), -INFINITY};  // slot 5 weighs nothing: it carries nothing
+  f.Store();
+  const std::vector<int32_t> kept = {0, 1};
+  for (bool blas : {false, true}) {
+    const std::vector<float> w = Merged(f, kept, 2, blas);
+    EXPECT_NEAR(w[0], std::log(5.0f), 1e-6) << "slot 0 stands for 0, 2 (at 1) and 4 (at 0.4, weight 3); blas " << blas;
+    EXPECT_NEAR(w[1], std::log(2.0f), 1e-6) << "slot 1 stands for 1 and 3 (at 9); blas " << blas;
+  }
+  // A kept entry of no weight that no evicted entry joins keeps no weight.
+  f.log_w = {-INFINITY, 0, 0, 0, 0, 0};
+  f.k[0] = -100;
+  f.Store();
+  for (bool blas : {false, true}) {
+    const std::vector<float> w = Merged(f, kept, 2, blas);
+    EXPECT_EQ(w[0], -INFINITY) << blas;
+    EXPECT_NEAR(w[1], std::log(5.0f), 1e-6) << blas;
+  }
+}
+
+TEST(MergeEvictedWeightsTest, TheBackendFormMatchesTheReferenceAndConservesTheWeight) {
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (const int64_t len : {9, 70, 301}) {
+      const int64_t heads = 3, d = 16, k = std::max<int64_t>(1, len / 7);
+      LayerFixture f(len, heads, d, 16, dtype);
+      f.FillRandom(static_cast<uint32_t>(len));
+      std::mt19937 rng(static_cast<uint32_t>(len) + 1);
+      std::normal_distribution<float> n(0.0f, 2.0f);
+      for (float& lw : f.log_w) lw = n(rng);
+      f.log_w[3] = -INFINITY;
+      f.Store();
+      const std::vector<int32_t> kept = RandomKept(len, heads, k, 5);
+      const std::vector<float> ref = Merged(f, kept, k, false), fast = Merged(f, kept, k, true);
+      auto backend = MakeCpuBackend();
+      std::vector<float> op(ref.size());
+      const LayerKv L = f.layer();
+      backend->MergeEvictedWeights(L.kv, L.pages.data(), len, kept.data(), k, op.data());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        EXPECT_NEAR(fast[i], ref[i], 1e-4) << "len " << len << " entry " << i;
+        EXPECT_EQ(op[i], fast[i]) << "the CPU backend runs the BLAS form";
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        double before = 0, after = 0;
+        for (int64_t s = 0; s < len; ++s) before += std::exp(static_cast<double>(L.LogWeight(s, h)));
+        for (int64_t i = 0; i < k; ++i) after += std::exp(static_cast<double>(ref[h * k + i]));
+        EXPECT_NEAR(after, before, 1e-6 * before) << "head " << h << ": the kept entries carry the whole weight (to float log-weights)";
+      }
+    }
+  }
+}
+
+// softmax(q . k * scale + log_w) v over the first n slots of head 0 of L (weights from log_w
+// when given, else L's own), in double.
+std::vector<double> Attend(const LayerKv& L, int64_t n, const std::vector<float>& q, const float* log_w) {
+  const int64_t d = L.kv.head_dim;
+  std::vector<double> logit(static_cast<size_t>(n)), out(static_cast<size_t>(d), 0.0);
+  double mx = -INFINITY, sum = 0;
+  for (int64_t s = 0; s < n; ++s) {
+    const std::vector<float> key = L.Key(s, 0);
+    double dot = 0;
+    for (int64_t e = 0; e < d; ++e) dot += static_cast<double>(q[e]) * key[e];
+    logit[s] = dot / std::sqrt(static_cast<double>(d)) + (log_w ? log_w[s] : L.LogWeight(s, 0));
+    mx = std::max(mx, logit[s]);
+  }
+  for (int64_t s = 0; s < n; ++s) {
+    const double p = std::exp(logit[s] - mx);
+    sum += p;
+    const std::vector<float> v = L.Value(s, 0);
+    for (int64_t e = 0; e < d; ++e) out[e] += p * v[e];
+  }
+  for (double& x : out) x /= sum;
+  return out;
+}
+
+TEST(MergeEvictedWeightsTest, AttentionOverMergedEntriesIsCloserToTheFullCache) {
+  // A prompt that repeats itself: 16 distinct (key, value) pairs, each seen 4-40 times with a
+  // little noise. Keeping one entry of each, a query that matches none strongly still sees
+  // each kind as often as the full cache does only when the kept entry carries its copies.
+  const int64_t kinds = 16, d = 8;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<std::vector<float>> key(kinds), value(kinds);
+  std::vector<int64_t> copies;
+  for (int64_t c = 0; c < kinds; ++c) {
+    for (int64_t e = 0; e < d; ++e) {
+      key[c].push_back(n(rng));
+      value[c].push_back(n(rng));
+    }
+    copies.push_back(4 + (c * 9) % 37);
+  }
+  const int64_t len = std::accumulate(copies.begin(), copies.end(), int64_t{0});
+  LayerFixture f(len, 1, d);
+  std::vector<int32_t> kept;
+  int64_t s = 0;
+  for (int64_t c = 0; c < kinds; ++c) {
+    for (int64_t i = 0; i < copies[c]; ++i, ++s) {
+      if (i == copies[c] / 2) kept.push_back(static_cast<int32_t>(s));
+      for (int64_t e = 0; e < d; ++e) {
+        f.k[s * d + e] = key[c][e] + 0.05f * n(rng);
+        f.v[s * d + e] = value[c][e] + 0.05f * n(rng);
+      }
+    }
+  }
+  f.Store();
+  const int64_t k = kinds;
+  const std::vector<float> merged = Merged(f, kept, k, false);
+  // The kept entries alone, at their own weight or the merged one.
+  LayerFixture dropped(k, 1, d), weighted(k, 1, d);
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t e = 0; e < d; ++e) {
+      dropped.k[i * d + e] = weighted.k[i * d + e] = f.k[kept[i] * d + e];
+      dropped.v[i * d + e] = weighted.v[i * d + e] = f.v[kept[i] * d + e];
+    }
+    weighted.log_w[i] = merged[i];
+  }
+  dropped.Store();
+  weighted.Store();
+  double err_drop = 0, err_merge = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<float> q(static_cast<size_t>(d));
+    for (float& x : q) x = 0.5f * n(rng);
+    const std::vector<double> full = Attend(f.layer(), len, q, nullptr), a = Attend(dropped.layer(), k, q, nullptr),
+                              b = Attend(weighted.layer(), k, q, nullptr);
+    for (int64_t e = 0; e < d; ++e) {
+      err_drop += (a[e] - full[e]) * (a[e] - full[e]);
+      err_merge += (b[e] - full[e]) * (b[e] - full[e]);
+    }
+  }
+  EXPECT_LT(err_merge, 0.05 * err_drop) << "merged " << err_merge << ", dropped " << err_drop;
+}
+
+TEST(MergeEvictedWeightsTest, LayerCompressorMergesOnADevicePoolAsTheReferenceDoes) {
+  const int64_t len = 90, kvh = 2, group = 2, d = 8, hidden = 16, window_len = 6, k = 20;
+  LayerFixture f(len, kvh, d), dev(len, kvh, d);
+  f.FillRandom(6);
+  dev.FillRandom(6);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> window(static_cast<size_t>(window_len * kvh * group * d)),
+      wo(static_cast<size_t>(hidden * kvh * group * d));
+  for (float& x : window) x = n(rng);
+  for (float& x : wo) x = n(rng);
+  CompressionSettings s;
+  s.policy = "snapkv";
+  const std::unique_ptr<KvPolicy> p = *MakeKvPolicy(s);
+  auto cpu = MakeCpuBackend();
+  const Selection sel = p->Select(f.Request(window, window_len, kvh * group, wo, k), *cpu);
+  const std::vector<float> want = Merged(f, sel.slots, k, false);
+
+  HostAsDeviceBackend backend;
+  LayerCompressor compressor(backend, dynamic_cast<const ScoringPolicy&>(*p), 1, EvictedWeight::kMerge);
+  CompressionStats stats;
+  ASSERT_TRUE(compressor.Compress(dev.Request(window, window_len, kvh * group, wo, k), dev.pool, dev.seq, 0, &stats).ok());
+  ASSERT_EQ(dev.seq.layer_len[0], k);
+  const LayerKv L = dev.layer();
+  for (int64_t h = 0; h < kvh; ++h) {
+    for (int64_t i = 0; i < k; ++i) {
+      EXPECT_EQ(L.Key(i, h), f.layer().Key(sel.slots[h * k + i], h)) << "head " << h << " entry " << i;
+      EXPECT_NEAR(L.LogWeight(i, h), want[h * k + i], 1e-4) << "head " << h << " entry " << i;
+    }
+  }
+  // Under kDrop the kept entries keep their own weight (0 here).
+  LayerFixture plain(len, kvh, d);
+  plain.FillRandom(6);
+  LayerCompressor dropping(backend, dynamic_cast<const ScoringPolicy&>(*p), 1);
+  ASSERT_TRUE(
+      dropping.Compress(plain.Request(window, window_len, kvh * group, wo, k), plain.pool, plain.seq, 0, &stats).ok());
+  for (int64_t i = 0; i < k; ++i) EXPECT_EQ(plain.layer().LogWeight(i, 0), 0.0f);
+}
+
+}  // namespace
+}  // namespace kvserve
