@@ -84,6 +84,7 @@ std::vector<int32_t> ShuffledPages(int64_t slots, uint32_t seed) {
 
 struct CompressMs {
   double snapkv = 0, norms = 0, merge = 0, topk = 0, compact = 0;
+  double evicted = 0;  // --evicted-weight merge: the evicted entries' weight to the nearest kept
   double SnapKvTotal() const { return snapkv + topk + compact; }
   double CriticalKvTotal() const { return snapkv + norms + merge + topk + compact; }
 };
@@ -108,6 +109,8 @@ CompressMs TimeCompression(Backend& gpu, cudaStream_t stream, const WeightView& 
   t.norms = TimeMs(stream, 5, [&] { gpu.ProjectedValueNorms(kv, pages.data(), first_new, len, wo, kHeads, norms, len); });
   t.merge = TimeMs(stream, 5, [&] { gpu.CriticalKvScores(scores, norms, len, kKvHeads, len, keep / 2, 1e-4f, merged); });
   t.topk = TimeMs(stream, 5, [&] { gpu.TopKPerHead(merged, kKvHeads, len, keep, kept); });
+  float* merged_log_w = a.Alloc<float>(kKvHeads * keep);
+  t.evicted = TimeMs(stream, 3, [&] { gpu.MergeEvictedWeights(kv, pages.data(), len, kept, keep, merged_log_w); });
   // In place again and again: the data turns to garbage, the memory traffic stays the same.
   t.compact = TimeMs(stream, 5, [&] { gpu.CompactKv(kv, pages.data(), len, kept, nullptr, keep); });
   return t;
@@ -199,10 +202,13 @@ int Main() {
     row("prefill_end: CriticalKV two-stage merge (incl. stage-1 top-k)", pe.merge, false);
     row("prefill_end: selection (per-head top-k)", pe.topk, false);
     row("prefill_end: compaction", pe.compact, false);
+    row("prefill_end: --evicted-weight merge", pe.evicted, false);
     row("prefill_end: SnapKV total", pe.SnapKvTotal(), true);
     row("prefill_end: CriticalKV total", pe.CriticalKvTotal(), true);
     std::snprintf(what, sizeof(what), "chunk: CriticalKV total (%lld compressions)", static_cast<long long>(n_chunks));
     row(what, ch.CriticalKvTotal() * static_cast<double>(n_chunks), true);
+    std::snprintf(what, sizeof(what), "chunk: --evicted-weight merge (%lld compressions)", static_cast<long long>(n_chunks));
+    row(what, ch.evicted * static_cast<double>(n_chunks), true);
   }
   return 0;
 }
