@@ -117,7 +117,8 @@ absl::Status ValidateCompressionSettings(const CompressionSettings& s, int64_t n
   all.question_tokens = s.question_tokens;
   // Only chunk mode reads it (a server-wide headroom stays set for prefill_end requests).
   if (s.at == CompressAt::kChunk) all.chunk_headroom = s.chunk_headroom;
-  all.evicted_weight = s.evicted_weight;
+  // A server-wide merge stays set for merge-reduce requests, which weight their own entries.
+  if (!IsMergeReducePolicy(s.policy)) all.evicted_weight = s.evicted_weight;
   all.first_stage_ratio = s.first_stage_ratio;
   all.window = s.window;
   all.pool_kernel = s.pool_kernel;

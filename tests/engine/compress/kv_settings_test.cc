@@ -128,6 +128,16 @@ TEST(KvSettingsTest, EvictedWeightComesFromARowSuffixTheFlagOrTheField) {
   request.evicted_weight = EvictedWeight::kDrop;
   EXPECT_EQ(ResolveKvSettings(request, server).evicted_weight, EvictedWeight::kDrop);
   EXPECT_EQ(EvictedWeightName(EvictedWeight::kMerge), "merge");
+  // Asked together with merge-reduce, which weights its own entries: refused, naming both.
+  KvSettings both;
+  both.policy = "mergereduce:cluster";
+  both.evicted_weight = EvictedWeight::kMerge;
+  EXPECT_TRUE(Says(ValidateKvSettings(both, KvSource::kProto, 2),
+                   "kv.evicted_weight merge applies to the scoring policies; kv.policy mergereduce:cluster"));
+  // A server-wide merge does not refuse a merge-reduce request.
+  CompressionSettings resolved = ResolveKvSettings(KvSettings{}, server);
+  resolved.policy = "mergereduce:cluster";
+  EXPECT_TRUE(ValidateCompressionSettings(resolved, 2).ok());
 }
 
 }  // namespace

@@ -84,6 +84,11 @@ std::vector<BadCase> Cases() {
        "kv.chunk_scoring 'answer' is unknown"},
       {"unknown_evicted_weight", [](R& r) { r.mutable_kv()->set_evicted_weight("average"); }, kInvalid,
        "kv.evicted_weight 'average' is unknown; use one of drop, merge"},
+      {"evicted_weight_with_merge_reduce",
+       [](R& r) {
+         r.mutable_kv()->set_policy("mergereduce:random");
+         r.mutable_kv()->set_evicted_weight("merge");
+       }, kInvalid, "kv.evicted_weight merge applies to the scoring policies; kv.policy mergereduce:random"},
       {"question_tokens_zero", [](R& r) { r.mutable_kv()->set_question_tokens(0); }, kInvalid,
        "kv.question_tokens must be in [1, 4096], got 0"},
       {"question_tokens_negative", [](R& r) { r.mutable_kv()->set_question_tokens(-5); }, kInvalid,
