@@ -21,7 +21,7 @@ struct CompressionStats {
   int64_t evicted_slots = 0;     // slots dropped, summed over layers
   // On a device backend these are enqueue times: the work finishes asynchronously.
   double select_seconds = 0;     // scoring and selection
-  double compact_seconds = 0;    // moving entries and freeing pages
+  double compact_seconds = 0;    // merging evicted weights (when asked), moving entries, freeing pages
 };
 
 class LayerCompressor {

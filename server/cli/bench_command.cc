@@ -220,14 +220,15 @@ int RunBench(int argc, char** argv) {
   const std::string omp_wait(backend->Name() == "cpu" ? CpuOpenMpWait() : "none");
   std::printf("{\"engine\":\"kvserve\",\"cpu_isa\":\"%s\",\"cpu_kv_prefetch\":\"%s\",\"cpu_weight_prefetch\":\"%s\",\"omp_wait\":\"%s\",\"kv_dtype\":\"%s\",\"deterministic\":%s,\"batch\":%lld,\"prompt_tokens\":%lld,\"new_tokens\":%lld,"
               "\"prefill_chunk\":%lld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,"
-              "\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"chunk_scoring\":\"%s\",\"kv_budget\":%g,"
+              "\"kv_policy\":\"%s\",\"compress_at\":\"%s\",\"chunk_scoring\":\"%s\",\"evicted_weight\":\"%s\",\"kv_budget\":%g,"
               "\"peak_kv_pages\":%lld,"
               "\"peak_kv_bytes\":%lld,\"prefill_compress_seconds\":%.4f,\"select_seconds\":%.4f,"
               "\"compact_seconds\":%.4f,\"decode_bytes_per_step\":%.0f,\"decode_read_gb_s\":%.2f}\n",
               cpu_isa.c_str(), kv_prefetch.c_str(), weight_prefetch.c_str(), omp_wait.c_str(), std::string(KvDTypeFlagName(*kv_dtype)).c_str(), determinism == Determinism::kBatchInvariant ? "true" : "false", static_cast<long long>(nb), static_cast<long long>(*n_prompt), static_cast<long long>(*n_new),
               static_cast<long long>(*chunk), nb * *n_prompt / best_prefill, nb * *n_new / best_decode,
               kv->policy.c_str(), std::string(CompressAtName(kv->at)).c_str(),
-              probes_question ? "question" : "window", kv->active() ? kv->budget : 1.0,
+              probes_question ? "question" : "window", std::string(EvictedWeightName(kv->evicted_weight)).c_str(),
+              kv->active() ? kv->budget : 1.0,
               static_cast<long long>(peak_pages), static_cast<long long>(peak_pages * page_bytes),
               best_stats.select_seconds + best_stats.compact_seconds, best_stats.select_seconds,
               best_stats.compact_seconds, step_bytes, step_bytes * *n_new / best_decode * 1e-9);
