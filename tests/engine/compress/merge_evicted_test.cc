@@ -11,6 +11,7 @@
 #include "engine/compress/layer_compressor.h"
 #include "kernels/cpu/kv_compress_ops.h"
 #include "tests/engine/compress/layer_fixture.h"
+#include "tests/kernels/cpu/random_blocks.h"
 #include "tests/kernels/host_as_device_backend.h"
 
 namespace kvserve {
@@ -19,16 +20,7 @@ namespace {
 // The kept slots [heads, k] of a layer (ascending per head): per head a random subset.
 std::vector<int32_t> RandomKept(int64_t len, int64_t heads, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::vector<int32_t> slots;
-  for (int64_t h = 0; h < heads; ++h) {
-    std::vector<int32_t> all(static_cast<size_t>(len));
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), rng);
-    all.resize(static_cast<size_t>(k));
-    std::sort(all.begin(), all.end());
-    slots.insert(slots.end(), all.begin(), all.end());
-  }
-  return slots;
+  return testing::RandomKeptSlots(len, heads, k, rng);
 }
 
 std::vector<float> Merged(LayerFixture& f, const std::vector<int32_t>& slots, int64_t k, bool blas) {

@@ -1,5 +1,6 @@
 // Random quantized rows and float data for kernel tests (deterministic per seed).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -16,6 +17,21 @@ inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.
   std::vector<float> v(n);
   for (float& x : v) x = u(rng);
   return v;
+}
+
+// A selection's kept slots [heads, k], ascending per head: per head k distinct random slots of
+// [0, len), drawn from rng.
+inline std::vector<int32_t> RandomKeptSlots(int64_t len, int64_t heads, int64_t k, std::mt19937& rng) {
+  std::vector<int32_t> slots;
+  for (int64_t h = 0; h < heads; ++h) {
+    std::vector<int32_t> all(static_cast<size_t>(len));
+    for (int64_t s = 0; s < len; ++s) all[static_cast<size_t>(s)] = static_cast<int32_t>(s);
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(static_cast<size_t>(k));
+    std::sort(all.begin(), all.end());
+    slots.insert(slots.end(), all.begin(), all.end());
+  }
+  return slots;
 }
 
 // rows x cols weights of a 32-block type with random quants and plausible fp16 scales.

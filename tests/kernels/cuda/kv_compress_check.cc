@@ -232,15 +232,7 @@ TEST_F(CudaKvCompress, CompactionAndWeightedGather) {
       const int64_t kvh = 8, hd = 128;
       Layer L(len, ps, kvh, hd, static_cast<uint32_t>(len + weighted));
       std::mt19937 rng(static_cast<uint32_t>(k));
-      std::vector<int32_t> slots;
-      for (int64_t h = 0; h < kvh; ++h) {
-        std::vector<int32_t> all(static_cast<size_t>(len));
-        std::iota(all.begin(), all.end(), 0);
-        std::shuffle(all.begin(), all.end(), rng);
-        all.resize(static_cast<size_t>(k));
-        std::sort(all.begin(), all.end());
-        slots.insert(slots.end(), all.begin(), all.end());
-      }
+      const std::vector<int32_t> slots = testing::RandomKeptSlots(len, kvh, k, rng);
       const auto new_log_w = RandomFloats(kvh * k, 90);
       PagedKv dev = Device(L);
       gpu_->CompactKv(dev, L.pages.data(), len, Up(slots), weighted ? Up(new_log_w) : nullptr, k);
@@ -281,15 +273,7 @@ TEST_F(CudaKvCompress, MergeEvictedWeightsAsTheCpu) {
     const bool reference = len < 1000;
     Layer L(len, ps, kvh, hd, static_cast<uint32_t>(len));
     std::mt19937 rng(static_cast<uint32_t>(k));
-    std::vector<int32_t> slots;
-    for (int64_t h = 0; h < kvh; ++h) {
-      std::vector<int32_t> all(static_cast<size_t>(len));
-      std::iota(all.begin(), all.end(), 0);
-      std::shuffle(all.begin(), all.end(), rng);
-      all.resize(static_cast<size_t>(k));
-      std::sort(all.begin(), all.end());
-      slots.insert(slots.end(), all.begin(), all.end());
-    }
+    const std::vector<int32_t> slots = testing::RandomKeptSlots(len, kvh, k, rng);
     std::vector<float> want(static_cast<size_t>(kvh * k));
     (reference ? cpu::MergeEvictedWeights : cpu::MergeEvictedWeightsBlas)(L.Host(), L.pages.data(), len, slots.data(),
                                                                           k, want.data());
