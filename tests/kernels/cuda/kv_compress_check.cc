@@ -307,9 +307,16 @@ void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::ve
   for (const char* policy : {"snapkv", "criticalkv"}) {
     // Chunk mode with the question probe (the default, probe_slots on the device path) and
     // without it, and prefill_end.
-    for (const auto& [at, scoring] : {std::pair{CompressAt::kChunk, ChunkScoring::kQuestion},
-                                      std::pair{CompressAt::kChunk, ChunkScoring::kWindow},
-                                      std::pair{CompressAt::kPrefillEnd, ChunkScoring::kQuestion}}) {
+    // The last row adds --evicted-weight merge (MergeEvictedWeights inside a real prefill).
+    struct Mode {
+      CompressAt at;
+      ChunkScoring scoring;
+      EvictedWeight evicted;
+    };
+    for (const auto& [at, scoring, evicted] : {Mode{CompressAt::kChunk, ChunkScoring::kQuestion, EvictedWeight::kDrop},
+                                               Mode{CompressAt::kChunk, ChunkScoring::kWindow, EvictedWeight::kDrop},
+                                               Mode{CompressAt::kPrefillEnd, ChunkScoring::kQuestion, EvictedWeight::kDrop},
+                                               Mode{CompressAt::kChunk, ChunkScoring::kQuestion, EvictedWeight::kMerge}}) {
       GenerationOptions o;
       o.max_new_tokens = 40;
       o.ignore_eos = true;
@@ -318,13 +325,15 @@ void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::ve
       o.compression.budget = 0.25;
       o.compression.at = at;
       o.compression.chunk_scoring = scoring;
+      o.compression.evicted_weight = evicted;
       auto a = Generate(model, *tokenizer, *cpu, prompt, o, {}, /*keep_logits=*/true);
       auto b = Generate(model, *tokenizer, gpu, prompt, o);
       ASSERT_TRUE(a.ok()) << a.status();
       ASSERT_TRUE(b.ok()) << b.status();
       const std::string what =
           std::string(policy) + (at == CompressAt::kChunk ? " chunk:" + std::string(ChunkScoringName(scoring))
-                                                          : std::string(" prefill_end"));
+                                                          : std::string(" prefill_end")) +
+          (evicted == EvictedWeight::kMerge ? " +merge" : "");
       EXPECT_EQ(b->compression.evicted_slots, a->compression.evicted_slots) << what;
       EXPECT_EQ(b->kv_slots_at_end, a->kv_slots_at_end) << what;
       size_t same = 0;

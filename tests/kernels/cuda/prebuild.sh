@@ -14,7 +14,7 @@
 # The C library and the CUDA libraries (cudart, cuBLASLt) come from the GPU machine itself.
 # Usage: tests/kernels/cuda/prebuild.sh   (env: BUILD_DIR=build-gpu, CUDA_ARCHS=90, JOBS)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."  # the repository root (this file is tests/kernels/cuda/)
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 CUDA_ARCHS=${CUDA_ARCHS:-90}
 JOBS=${JOBS:-$(nproc)}

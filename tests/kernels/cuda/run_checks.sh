@@ -22,7 +22,7 @@
 # Usage: tests/kernels/cuda/run_checks.sh [--skip-e2e]   (env: BUILD_DIR, JOBS, CUDA_ARCHS, DEADLINE_S=540)
 # Needs no network. Exit status: non-zero when the build, a check or a bench fails.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."  # the repository root (this file is tests/kernels/cuda/)
 ROOT=$(pwd)
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
