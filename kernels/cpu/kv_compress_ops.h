@@ -71,6 +71,10 @@ void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, c
 void MergeEvictedWeightsBlas(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
                              float* out_log_w);
 
+// evicted_mass.cc. The first i < k with the smallest sq[i] + dots[i] (0 when none is below
+// +inf): MergeEvictedWeightsBlas's nearest kept key, vectorized with the scalar scan's ties.
+int64_t NearestKept(const float* sq, const float* dots, int64_t k);
+
 // kv_compaction.cc. dst[h, i] = src[h, slots[h, i]]; src [heads, src_stride], dst
 // [heads, dst_stride] (not overlapping src), slots [heads, k].
 void GatherPerHead(const float* src, int64_t src_stride, const int32_t* slots, int64_t heads, int64_t k, float* dst,

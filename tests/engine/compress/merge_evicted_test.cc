@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "engine/compress/layer_compressor.h"
@@ -60,8 +61,9 @@ TEST(MergeEvictedWeightsTest, EachEvictedEntryJoinsTheKeptEntryWithTheNearestKey
 
 TEST(MergeEvictedWeightsTest, TheBackendFormMatchesTheReferenceAndConservesTheWeight) {
   for (DType dtype : {DType::kF32, DType::kF16}) {
-    for (const int64_t len : {9, 70, 301}) {
-      const int64_t heads = 3, d = 16, k = std::max<int64_t>(1, len / 7);
+    // The last: kept x evicted distances over many of the BLAS form's row blocks.
+    for (const auto& [len, k] : {std::pair<int64_t, int64_t>{9, 1}, {70, 10}, {301, 43}, {6000, 3000}}) {
+      const int64_t heads = 3, d = 16;
       LayerFixture f(len, heads, d, 16, dtype);
       f.FillRandom(static_cast<uint32_t>(len));
       std::mt19937 rng(static_cast<uint32_t>(len) + 1);
