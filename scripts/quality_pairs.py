@@ -5,7 +5,8 @@
                              [--base-row POLICY/BUDGET] [--full-row full]
 
 Each side is one glob (or several, space-separated) of `--json` result files, slices of runs
-made with `--sample-range` being pooled by their sample numbers. A retrieval task's accuracy
+made with `--sample-range` being pooled by their sample numbers; a `--verbose` log (*.log) of a
+run stopped before it wrote its JSON counts too, its samples read from its per-sample lines. A retrieval task's accuracy
 differences between two settings are mostly one or two samples in fifty, so an interval around
 each side's accuracy cannot tell them apart; the same samples answered by both can: this prints,
 per (task, context), which samples the new row lost and gained against the base row, how many
@@ -21,6 +22,7 @@ import glob
 import json
 import math
 import random
+import re
 import sys
 
 
@@ -39,13 +41,51 @@ def bootstrap_mean(values, resamples=5000, seed=0):
     return [means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]]
 
 
+LOG_HEADER = re.compile(r"^kvserve eval: .*, (\d+) samples each, (\S+) prompts, seed (\d+)")
+LOG_ROW = re.compile(r"^  (\S+) (\S+): ([0-9.]+) \(nll gap ([^;)]+)")
+LOG_SAMPLE = re.compile(r"^\[(\w+)@(\d+) (\d+)/\d+\]")
+
+
+def load_log(path, samples):
+    """A `kvserve eval --verbose` log (a run stopped before its --json was written): each
+    sample's row lines come before its "[task@context N/samples]" line, N counting from 1.
+    Returns the draw's identity."""
+    draw, pending = None, []
+    with open(path) as f:
+        for line in f:
+            if m := LOG_HEADER.match(line):
+                this = (int(m.group(3)), int(m.group(1)), m.group(2))
+                if draw is not None and this != draw:
+                    sys.exit(f"quality_pairs: {path} holds runs of two draws")
+                draw, pending = this, []
+            elif m := LOG_ROW.match(line):
+                policy, budget = m.group(1), m.group(2)
+                gap = float(m.group(4))
+                pending.append((policy if budget == "-" else f"{policy}/{budget}", float(m.group(3)) >= 0.5,
+                                None if math.isnan(gap) else gap))
+            elif m := LOG_SAMPLE.match(line):
+                for row, correct, gap in pending:
+                    samples.setdefault((row, m.group(1), int(m.group(2))), {})[int(m.group(3)) - 1] = (correct, gap)
+                pending = []
+    if draw is None:
+        sys.exit(f"quality_pairs: {path} has no 'kvserve eval:' header line")
+    return draw
+
+
 def load(patterns):
-    """{(policy/budget, task, context): {sample: (correct, nll_gap)}} and the draw's identity."""
+    """{(policy/budget, task, context): {sample: (correct, nll_gap)}} and the draw's identity,
+    from --json result files (and --verbose logs, *.log)."""
     files = sorted({f for p in patterns.split() for f in glob.glob(p)})
     if not files:
         sys.exit(f"quality_pairs: no file matches {patterns!r}")
     samples, draw = {}, None
     for path in files:
+        if path.endswith(".log"):
+            this = load_log(path, samples)
+            if draw is not None and this != draw:
+                sys.exit(f"quality_pairs: {path} is another draw (seed, samples, style {this} against {draw})")
+            draw = this
+            continue
         with open(path) as f:
             result = json.load(f)
         meta = result["meta"]
@@ -66,14 +106,18 @@ def load(patterns):
     return samples, draw
 
 
-def compare(base, new, base_row, new_row, full_row, out=None):
-    """Prints one block per (task, context) the two rows share; returns them as dicts."""
+def compare(base, new, base_row, new_row, full_row, out=None, full_runs=None):
+    """Prints one block per (task, context) the two rows share; returns them as dicts.
+    full_runs, when given, is where the full cache's answers come from instead of the sides."""
     out = out or sys.stdout
     blocks = []
     columns = sorted({(t, n) for (_, t, n) in new if (base_row, t, n) in base and (new_row, t, n) in new})
     for task, context in columns:
         b, n = base[(base_row, task, context)], new[(new_row, task, context)]
-        full = base.get((full_row, task, context)) or new.get((full_row, task, context)) or {}
+        if full_runs is not None:
+            full = full_runs.get((full_row, task, context)) or {}
+        else:
+            full = base.get((full_row, task, context)) or new.get((full_row, task, context)) or {}
         ids = sorted(set(b) & set(n))
         if full:
             ids = [i for i in ids if i in full]
@@ -112,12 +156,19 @@ def main(argv=None):
     ap.add_argument("--row", default="snapkv/chunk/0.10", help="the new run's row, POLICY/BUDGET as the table prints")
     ap.add_argument("--base-row", help="the base run's row (default: --row)")
     ap.add_argument("--full-row", default="full", help="the full cache's row")
+    ap.add_argument("--full-from", help="glob(s) of the files to read the full cache's answers from "
+                    "(default: whichever side has them), for sides whose files lack that row")
     a = ap.parse_args(argv)
     base, base_draw = load(a.base)
     new, new_draw = load(a.new)
     if base_draw != new_draw:
         sys.exit(f"quality_pairs: the runs are different draws (seed, samples, style): {base_draw} against {new_draw}")
-    return compare(base, new, a.base_row or a.row, a.row, a.full_row)
+    full_runs = None
+    if a.full_from:
+        full_runs, full_draw = load(a.full_from)
+        if full_draw != base_draw:
+            sys.exit(f"quality_pairs: --full-from is another draw: {full_draw} against {base_draw}")
+    return compare(base, new, a.base_row or a.row, a.row, a.full_row, full_runs=full_runs)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 """scripts/quality_pairs.py pairs two eval runs sample by sample: on committed runs it gives
 back what docs/QUALITY.md states (passkey at 8K, seed 0: the pool of 25 keeps 33 of the full
 cache's 35, the same samples as the pool of 31, none lost or gained); on slices it pools by
-sample number and names the samples lost and gained; runs of different draws are refused."""
+sample number and names the samples lost and gained; a stopped run's --verbose log pairs as
+its JSON would; runs of different draws are refused."""
 import contextlib
 import io
 import json
@@ -59,6 +60,29 @@ def main():
             assert "different draws" in str(e), e
         else:
             raise AssertionError("runs of different seeds were paired")
+
+        # A --verbose log of samples 0 and 3 (rows before each "[task@context N/samples]" line, N
+        # from 1), with the full cache's answers read from another run (--full-from).
+        with open(os.path.join(d, "stopped.log"), "w") as f:
+            f.write("kvserve eval: m.gguf, 1 rows x 1 columns, 10 samples each, plain prompts, seed 0\n"
+                    "  ... 1/2 scored, 31 s; now snapkv/chunk 0.10 on passkey@100 sample 3\n"
+                    "  snapkv/chunk 0.10: 0.0000 (nll gap 0.250; needle held by 50% of layer-heads) ' words'\n"
+                    "[passkey@100 1/10] key at depth 0.10: prefill 1.0 s (100 tok/s), 1 configs 1.0 s\n"
+                    "  snapkv/chunk 0.10: 1.0000 (nll gap -0.125; needle held by 90% of layer-heads) ' 123'\n"
+                    "[passkey@100 4/10] key at depth 0.40: prefill 1.0 s (100 tok/s), 1 configs 1.0 s\n")
+        (block,), text = run("--base", os.path.join(d, "stopped.log"), "--new", os.path.join(d, "new_*.json"),
+                             "--full-from", os.path.join(d, "base.json"))
+        # Log: sample 0 wrong, 3 right; new: 0 wrong, 3 right; the full cache reads 0, not 3.
+        assert (block["n"], block["base"], block["new"], block["lost"], block["gained"]) == (2, 1, 1, [], []), block
+        assert (block["full"], block["base_of_full"], block["new_of_full"]) == (1, 0, 0), block
+        assert abs(block["gap_difference"][0] - ((0.3 - 0.25) + (0.3 + 0.125)) / 2) < 1e-12, block
+        try:
+            run("--base", os.path.join(d, "stopped.log"), "--new", os.path.join(d, "new_*.json"),
+                "--full-from", os.path.join(d, "other_seed.json"))
+        except SystemExit as e:
+            assert "--full-from is another draw" in str(e), e
+        else:
+            raise AssertionError("--full-from of another seed was used")
     print("ok")
 
 
