@@ -1,6 +1,8 @@
 // The resolved compression settings: name tables, the check, the budget view, the policy factory.
 #include "engine/compress/compression_settings.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "engine/compress/basic_policies.h"
 #include "engine/compress/criticalkv_policy.h"
@@ -14,11 +16,14 @@ namespace kvserve {
 namespace {
 constexpr std::string_view kCompressAtNames[] = {"prefill_end", "chunk"};  // CompressAt's order
 constexpr std::string_view kChunkScoringNames[] = {"question", "window", "question_at_end"};  // ChunkScoring's order
-constexpr std::string_view kEvictedWeightNames[] = {"drop", "merge"};  // EvictedWeight's order
+constexpr std::string_view kEvictedWeightNames[] = {"drop", "merge", "merge-near"};  // EvictedWeight's order
 }  // namespace
 
 absl::Span<const std::string_view> EvictedWeightNames() { return kEvictedWeightNames; }
 std::string_view EvictedWeightName(EvictedWeight w) { return kEvictedWeightNames[static_cast<size_t>(w)]; }
+float MergeRadius(EvictedWeight w) {
+  return w == EvictedWeight::kMergeNear ? kMergeNearRadius : std::numeric_limits<float>::infinity();
+}
 
 absl::Span<const std::string_view> CompressAtNames() { return kCompressAtNames; }
 std::string_view CompressAtName(CompressAt at) { return kCompressAtNames[static_cast<size_t>(at)]; }

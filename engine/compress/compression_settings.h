@@ -44,11 +44,19 @@ std::string_view ChunkScoringName(ChunkScoring scoring);
 // them (the papers' SnapKV and CriticalKV). kMerge: each adds its weight to the kept entry
 // of its KV head with the nearest key (Backend::MergeEvictedWeights), so the kept entries
 // stand for the whole prompt in every later softmax, as merge-reduce's do (DESIGN.md,
-// method 3). Scoring policies only; merge-reduce weights its own entries.
-enum class EvictedWeight { kDrop, kMerge };
-// The one table of evicted-weight names ("drop", "merge"), in EvictedWeight's order.
+// method 3). kMergeNear: the same, but an evicted entry whose nearest kept key is farther
+// than kMergeNearRadius times its own key's norm is dropped: merging unlike keys let a kept
+// distractor speak for the filler around it (multikey at 4K lost 7 of the full cache's 36
+// answers under kMerge; docs/QUALITY.md, twenty-third session). Scoring policies only;
+// merge-reduce weights its own entries.
+enum class EvictedWeight { kDrop, kMerge, kMergeNear };
+// ||a - b|| <= 0.5 ||a||: the nearest kept key within half the evicted key's length.
+inline constexpr float kMergeNearRadius = 0.5f;
+// The one table of evicted-weight names ("drop", "merge", "merge-near"), in EvictedWeight's order.
 absl::Span<const std::string_view> EvictedWeightNames();
 std::string_view EvictedWeightName(EvictedWeight w);
+// The radius MergeEvictedWeights takes for w (kMerge: +inf); w must not be kDrop.
+float MergeRadius(EvictedWeight w);
 
 // Most tokens a question span (and the observation window) may have.
 inline constexpr int64_t kMaxScoringQueries = 4096;

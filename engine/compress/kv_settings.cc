@@ -216,9 +216,9 @@ absl::Status ValidateKvSettings(const KvSettings& kv, KvSource source, int64_t n
                  " chunk (prefill_end compresses once), got prefill_end");
     }
   }
-  if (kv.evicted_weight == EvictedWeight::kMerge && kv.policy && IsMergeReducePolicy(*kv.policy)) {
-    return Bad(name("evicted_weight"), " merge applies to the scoring policies; ", name("policy"), " ", *kv.policy,
-               " weights its own entries");
+  if (kv.evicted_weight && *kv.evicted_weight != EvictedWeight::kDrop && kv.policy && IsMergeReducePolicy(*kv.policy)) {
+    return Bad(name("evicted_weight"), " ", EvictedWeightName(*kv.evicted_weight), " applies to the scoring policies; ",
+               name("policy"), " ", *kv.policy, " weights its own entries");
   }
   if (kv.first_stage_ratio && !(*kv.first_stage_ratio > 0 && *kv.first_stage_ratio <= 1)) {
     return Bad(name("first_stage_ratio"), " must be in (0, 1], got ", *kv.first_stage_ratio);

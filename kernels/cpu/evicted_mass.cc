@@ -91,8 +91,9 @@ int64_t NearestKept(const float* sq, const float* dots, int64_t k) {
 }
 
 void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                         float* out_log_w) {
+                         float radius, float* out_log_w) {
   const int64_t d = kv.head_dim;
+  const double r2 = static_cast<double>(radius) * radius;
   std::vector<float> a(static_cast<size_t>(d)), b(static_cast<size_t>(d));
   for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
     const int32_t* kept = slots + h * k;
@@ -104,7 +105,8 @@ void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, c
       int64_t to = hs.kept_index[s];
       if (to < 0) {
         ReadKvRow(kv, kv.k, KvOffset(kv, pages, s, h), a.data());
-        double best = std::numeric_limits<double>::infinity();
+        double best = std::numeric_limits<double>::infinity(), a_sq = 0;
+        for (int64_t e = 0; e < d; ++e) a_sq += static_cast<double>(a[e]) * a[e];
         for (int64_t i = 0; i < k; ++i) {
           ReadKvRow(kv, kv.k, KvOffset(kv, pages, kept[i], h), b.data());
           double dist = 0;
@@ -114,6 +116,7 @@ void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, c
             to = i;
           }
         }
+        if (best / std::max(a_sq, 1e-20) > r2) continue;  // no kept key like it: dropped
       }
       mass[to] += std::exp(static_cast<double>(lw) - hs.max_log_w);
     }
@@ -122,8 +125,9 @@ void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, c
 }
 
 void MergeEvictedWeightsBlas(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                             float* out_log_w) {
+                             float radius, float* out_log_w) {
   const int64_t d = kv.head_dim;
+  const float r2 = radius * radius;
   std::vector<float> kept_keys(static_cast<size_t>(k * d)), kept_sq(static_cast<size_t>(k)), evicted_keys, dots;
   std::vector<int32_t> evicted;
   std::vector<int64_t> nearest;
@@ -166,6 +170,17 @@ void MergeEvictedWeightsBlas(const PagedKv& kv, const int32_t* pages, int64_t le
         for (int64_t j = 0; j < rows; ++j) nearest[j0 + j] = NearestKept(kept_sq.data(), &dots[j * k], k);
       }
       for (int64_t j = 0; j < m; ++j) {
+        if (r2 < std::numeric_limits<float>::infinity()) {
+          // The distance to the one kept key chosen, from the keys themselves (d products).
+          const float* a = &evicted_keys[j * d];
+          const float* b = &kept_keys[nearest[j] * d];
+          float a_sq = 0, dot = 0;
+          for (int64_t e = 0; e < d; ++e) {
+            a_sq += a[e] * a[e];
+            dot += a[e] * b[e];
+          }
+          if ((a_sq + kept_sq[nearest[j]] - 2 * dot) / std::max(a_sq, 1e-20f) > r2) continue;  // dropped
+        }
         mass[nearest[j]] += std::exp(static_cast<double>(kv.log_w[KvOffset(kv, pages, evicted[j], h)]) - hs.max_log_w);
       }
     }

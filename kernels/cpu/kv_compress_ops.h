@@ -63,13 +63,16 @@ void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32
 // nearest (squared Euclidean distance; ties to the lower kept index), itself when kept; out is
 // the log of each kept entry's sum (-inf when it is 0). A kept entry then stands for the
 // entries like it in every later softmax, as a merge-reduce cluster's representative does.
+// radius bounds "like it": an evicted key a whose nearest kept key b has
+// ||a - b||^2 / max(||a||^2, 1e-20) > radius^2 carries nothing (its weight is dropped);
+// +inf merges every evicted entry.
 void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                         float* out_log_w);
+                         float radius, float* out_log_w);
 
 // evicted_mass.cc. The CPU backend's form of MergeEvictedWeights: the same definition in
 // float, each head's distances from one matmul of the evicted keys by the kept ones.
 void MergeEvictedWeightsBlas(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                             float* out_log_w);
+                             float radius, float* out_log_w);
 
 // evicted_mass.cc. The first i < k with the smallest sq[i] + dots[i] (0 when none is below
 // +inf): MergeEvictedWeightsBlas's nearest kept key, vectorized with the scalar scan's ties.

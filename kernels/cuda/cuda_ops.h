@@ -126,7 +126,8 @@ void CompactKv(float* k_pages,           // [num_pages, page_size, n_kv_heads, h
                int64_t k, int64_t page_size, int64_t n_kv_heads, int64_t head_dim, cudaStream_t stream);
 // evicted_mass.cu: the log-weights the kept slots take when every evicted entry's weight
 // goes to the kept entry of its head with the nearest key (MergeEvictedWeights in
-// kernels/cpu/kv_compress_ops.h). Needs MergeEvictedWeightsSupported(head_dim).
+// kernels/cpu/kv_compress_ops.h; radius bounds the distance an evicted key may be merged
+// across, relative to its norm, +inf none). Needs MergeEvictedWeightsSupported(head_dim).
 size_t MergeEvictedWeightsScratchBytes(int64_t len, int64_t k, int64_t n_kv_heads);
 bool MergeEvictedWeightsSupported(int64_t head_dim);
 void MergeEvictedWeights(const float* k_pages,    // [num_pages, page_size, n_kv_heads, head_dim]
@@ -135,8 +136,8 @@ void MergeEvictedWeights(const float* k_pages,    // [num_pages, page_size, n_kv
                          const int32_t* slots,    // [n_kv_heads, k], ascending per head
                          float* out_log_w,        // [n_kv_heads, k]
                          void* scratch,           // [MergeEvictedWeightsScratchBytes(len, k, n_kv_heads)] bytes
-                         int64_t len, int64_t k, int64_t page_size, int64_t n_kv_heads, int64_t head_dim,
-                         cudaStream_t stream);
+                         int64_t len, int64_t k, float radius, int64_t page_size, int64_t n_kv_heads,
+                         int64_t head_dim, cudaStream_t stream);
 // kv_compaction.cu: dst[h, i] = src[h, slots[h, i]].
 void GatherPerHead(const float* src,      // [heads, src_stride]
                    const int32_t* slots,  // [heads, k]

@@ -54,7 +54,8 @@ __global__ void NearestKeptKernel(const float* __restrict__ k_pages,     // [num
                                   const int32_t* __restrict__ kept_index,  // [n_kv_heads, len]
                                   const float* __restrict__ head_max,    // [n_kv_heads]
                                   double* __restrict__ mass,             // [n_kv_heads, k], zero beforehand
-                                  int64_t len, int64_t k, int64_t page_size, int64_t n_kv_heads, int64_t head_dim) {
+                                  int64_t len, int64_t k, float radius_sq, int64_t page_size, int64_t n_kv_heads,
+                                  int64_t head_dim) {
   extern __shared__ float tile[];  // [kTile, head_dim]
   const int64_t h = blockIdx.y, s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool live = s < len;
@@ -86,6 +87,12 @@ __global__ void NearestKeptKernel(const float* __restrict__ k_pages,     // [num
       }
     }
   }
+  if (search && to >= 0) {
+    // Merged only into a kept key within radius times its own norm; else dropped.
+    float key_sq = 0;
+    for (int64_t e = 0; e < head_dim; ++e) key_sq = fmaf(key[e], key[e], key_sq);
+    if (best / fmaxf(key_sq, 1e-20f) > radius_sq) to = -1;
+  }
   if (live && isfinite(lw) && to >= 0) {
     atomicAdd(&mass[h * k + to], exp(static_cast<double>(lw) - static_cast<double>(head_max[h])));
   }
@@ -111,7 +118,7 @@ bool MergeEvictedWeightsSupported(int64_t head_dim) {
 }
 
 void MergeEvictedWeights(const float* k_pages, const float* log_w, const int32_t* pages, const int32_t* slots,
-                         float* out_log_w, void* scratch, int64_t len, int64_t k, int64_t page_size,
+                         float* out_log_w, void* scratch, int64_t len, int64_t k, float radius, int64_t page_size,
                          int64_t n_kv_heads, int64_t head_dim, cudaStream_t stream) {
   if (k <= 0 || len <= 0) return;
   auto* mass = static_cast<double*>(scratch);
@@ -127,7 +134,8 @@ void MergeEvictedWeights(const float* k_pages, const float* log_w, const int32_t
   KVSERVE_CUDA_CHECK(cudaGetLastError());
   const dim3 slot_grid(static_cast<unsigned>((len + kThreads - 1) / kThreads), static_cast<unsigned>(n_kv_heads));
   NearestKeptKernel<<<slot_grid, kThreads, sizeof(float) * kTile * head_dim, stream>>>(
-      k_pages, log_w, pages, slots, kept_index, head_max, mass, len, k, page_size, n_kv_heads, head_dim);
+      k_pages, log_w, pages, slots, kept_index, head_max, mass, len, k, radius * radius, page_size, n_kv_heads,
+      head_dim);
   KVSERVE_CUDA_CHECK(cudaGetLastError());
   LogSumsKernel<<<kept_grid, kThreads, 0, stream>>>(mass, head_max, out_log_w, k);
   KVSERVE_CUDA_CHECK(cudaGetLastError());

@@ -5,6 +5,7 @@
 // kernels behind it (docs/PERF.md).
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -90,7 +91,8 @@ BENCHMARK(BM_PagedAttention)
 
 // --evicted-weight merge in one chunk-mode compression: `len` f16 entries per head (the
 // budget `kept` plus the headroom and a chunk evicted) folded into the kept ones. At 32K with a
-// 10% budget, kept 3277 of 5837; the step whose cost grows with budget x prompt.
+// 10% budget, kept 3277 of 5837; the step whose cost grows with budget x prompt. near: the
+// merge-near radius (the distance to each chosen key checked again).
 void BM_MergeEvictedWeights(benchmark::State& state) {
   const int64_t kept = state.range(0), len = kept + state.range(1);
   AttentionCase c(len, 1, DType::kF16, /*consecutive=*/true);
@@ -98,14 +100,15 @@ void BM_MergeEvictedWeights(benchmark::State& state) {
   const std::vector<int32_t> slots = testing::RandomKeptSlots(len, kKvHeads, kept, rng);
   std::vector<float> out(slots.size());
   for (auto _ : state) {
-    cpu::MergeEvictedWeightsBlas(c.kv, c.page_indices.data(), len, slots.data(), kept, out.data());
+    cpu::MergeEvictedWeightsBlas(c.kv, c.page_indices.data(), len, slots.data(), kept,
+                                  state.range(2) ? 0.5f : INFINITY, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(state.iterations() * (len - kept) * kKvHeads);  // evicted entries placed
 }
 BENCHMARK(BM_MergeEvictedWeights)
-    ->ArgNames({"kept", "evicted"})
-    ->ArgsProduct({{800, 3277}, {2560}})
+    ->ArgNames({"kept", "evicted", "near"})
+    ->ArgsProduct({{800, 3277}, {2560}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 // x[0..cols) quantized as the activations of a dot with act_type (Q8_1 or Q8_0) into dst.

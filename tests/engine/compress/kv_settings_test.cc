@@ -4,6 +4,7 @@
 // chunk mode only).
 #include "engine/compress/kv_settings.h"
 
+#include <cmath>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -117,7 +118,11 @@ TEST(KvSettingsTest, EvictedWeightComesFromARowSuffixTheFlagOrTheField) {
   EXPECT_FALSE(ParsePolicySpec("snapkv/chunk").value().evicted_weight.has_value());
   EXPECT_TRUE(Says(ParsePolicySpec("snapkv/chunk+keep").status(), "unknown evicted weight 'keep'"));
   EXPECT_TRUE(Says(ParseEvictedWeight("average", KvSource::kProto).status(),
-                   "kv.evicted_weight 'average' is unknown; use one of drop, merge"));
+                   "kv.evicted_weight 'average' is unknown; use one of drop, merge, merge-near"));
+  EXPECT_EQ(ParsePolicySpec("snapkv/chunk+merge-near").value().evicted_weight, EvictedWeight::kMergeNear);
+  EXPECT_EQ(ParseEvictedWeight("merge-near", KvSource::kProto).value(), EvictedWeight::kMergeNear);
+  EXPECT_EQ(MergeRadius(EvictedWeight::kMergeNear), kMergeNearRadius);
+  EXPECT_EQ(MergeRadius(EvictedWeight::kMerge), INFINITY);
   EXPECT_TRUE(Says(ParseEvictedWeight("average", KvSource::kFlags).status(), "--evicted-weight 'average'"));
   // Unset it is the server's (drop by default); set, the request's wins.
   CompressionSettings server;
@@ -134,6 +139,9 @@ TEST(KvSettingsTest, EvictedWeightComesFromARowSuffixTheFlagOrTheField) {
   both.evicted_weight = EvictedWeight::kMerge;
   EXPECT_TRUE(Says(ValidateKvSettings(both, KvSource::kProto, 2),
                    "kv.evicted_weight merge applies to the scoring policies; kv.policy mergereduce:cluster"));
+  both.evicted_weight = EvictedWeight::kMergeNear;
+  EXPECT_TRUE(Says(ValidateKvSettings(both, KvSource::kFlags, 2),
+                   "--evicted-weight merge-near applies to the scoring policies; --kv-policy mergereduce:cluster"));
   // A server-wide merge does not refuse a merge-reduce request.
   CompressionSettings resolved = ResolveKvSettings(KvSettings{}, server);
   resolved.policy = "mergereduce:cluster";

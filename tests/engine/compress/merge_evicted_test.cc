@@ -24,11 +24,12 @@ std::vector<int32_t> RandomKept(int64_t len, int64_t heads, int64_t k, uint32_t 
   return testing::RandomKeptSlots(len, heads, k, rng);
 }
 
-std::vector<float> Merged(LayerFixture& f, const std::vector<int32_t>& slots, int64_t k, bool blas) {
+std::vector<float> Merged(LayerFixture& f, const std::vector<int32_t>& slots, int64_t k, bool blas,
+                          float radius = INFINITY) {
   const LayerKv L = f.layer();
   std::vector<float> out(static_cast<size_t>(L.kv.n_kv_heads * k));
   (blas ? cpu::MergeEvictedWeightsBlas : cpu::MergeEvictedWeights)(L.kv, L.pages.data(), L.len, slots.data(), k,
-                                                                     out.data());
+                                                                     radius, out.data());
   return out;
 }
 
@@ -59,6 +60,31 @@ TEST(MergeEvictedWeightsTest, EachEvictedEntryJoinsTheKeptEntryWithTheNearestKey
   }
 }
 
+TEST(MergeEvictedWeightsTest, WithARadiusAnEvictedEntryFarFromEveryKeptKeyIsDropped) {
+  // One head, kept keys (10, 0) and (0, 10). Evicted: (9, 0) is 1 from the first, a ninth of its
+  // length; (0, 7) is 3 from the second, 0.43 of it; (3, 3) is 7.6 from both, 1.8 times its
+  // length; (0, 6) is 4 from the second, 0.67 of it.
+  LayerFixture f(6, 1, 2);
+  const float keys[6][2] = {{10, 0}, {0, 10}, {9, 0}, {0, 7}, {3, 3}, {0, 6}};
+  for (int s = 0; s < 6; ++s) {
+    f.k[s * 2] = keys[s][0];
+    f.k[s * 2 + 1] = keys[s][1];
+  }
+  f.log_w.assign(6, 0.0f);
+  f.Store();
+  const std::vector<int32_t> kept = {0, 1};
+  for (bool blas : {false, true}) {
+    const std::vector<float> near = Merged(f, kept, 2, blas, kMergeNearRadius);
+    EXPECT_NEAR(near[0], std::log(2.0f), 1e-6) << "(10, 0) stands for itself and (9, 0) only; blas " << blas;
+    EXPECT_NEAR(near[1], std::log(2.0f), 1e-6) << "(0, 10) for itself and (0, 7) only; blas " << blas;
+    const std::vector<float> all = Merged(f, kept, 2, blas);
+    EXPECT_NEAR(all[0], std::log(3.0f), 1e-6) << "without a radius (3, 3) joins the first (a tie); blas " << blas;
+    EXPECT_NEAR(all[1], std::log(3.0f), 1e-6) << "and (0, 6) the second; blas " << blas;
+    const std::vector<float> wide = Merged(f, kept, 2, blas, 0.7f);
+    EXPECT_NEAR(wide[1], std::log(3.0f), 1e-6) << "0.67 is inside a radius of 0.7; blas " << blas;
+  }
+}
+
 TEST(MergeEvictedWeightsTest, TheBackendFormMatchesTheReferenceAndConservesTheWeight) {
   for (DType dtype : {DType::kF32, DType::kF16}) {
     // The last: kept x evicted distances over many of the BLAS form's row blocks.
@@ -76,10 +102,21 @@ TEST(MergeEvictedWeightsTest, TheBackendFormMatchesTheReferenceAndConservesTheWe
       auto backend = MakeCpuBackend();
       std::vector<float> op(ref.size());
       const LayerKv L = f.layer();
-      backend->MergeEvictedWeights(L.kv, L.pages.data(), len, kept.data(), k, op.data());
+      backend->MergeEvictedWeights(L.kv, L.pages.data(), len, kept.data(), k, INFINITY, op.data());
       for (size_t i = 0; i < ref.size(); ++i) {
         EXPECT_NEAR(fast[i], ref[i], 1e-4) << "len " << len << " entry " << i;
         EXPECT_EQ(op[i], fast[i]) << "the CPU backend runs the BLAS form";
+      }
+      // With a radius that drops some evicted entries and merges others (random keys of 16
+      // dimensions sit about their own length from the nearest kept key).
+      const std::vector<float> ref_near = Merged(f, kept, k, false, 1.0f), fast_near = Merged(f, kept, k, true, 1.0f);
+      int64_t dropped_some = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        EXPECT_NEAR(fast_near[i], ref_near[i], 1e-4) << "radius 1, len " << len << " entry " << i;
+        dropped_some += ref_near[i] < ref[i] - 1e-3f;
+      }
+      if (len > 100) {
+        EXPECT_GT(dropped_some, 0) << "len " << len << ": the radius changed nothing";
       }
       for (int64_t h = 0; h < heads; ++h) {
         double before = 0, after = 0;

@@ -266,9 +266,12 @@ TEST_F(CudaKvCompress, CompactionAndWeightedGather) {
 // small layer (every log-weight within float rounding), and against the CPU backend's form on
 // a long one, where an evicted key about equally near two kept keys may join either (each
 // such entry moves its weight between two kept entries): at most 0.5% of the kept entries
-// may differ, and each head's total weight must agree.
+// may differ, and each head's total weight must agree. With a radius (merge-near), the same
+// on the small layer, where no evicted key sits at the radius within float rounding.
 TEST_F(CudaKvCompress, MergeEvictedWeightsAsTheCpu) {
-  for (auto [len, k, hd] : {std::tuple<int64_t, int64_t, int64_t>{300, 40, 128}, {20000, 3000, 64}}) {
+  for (auto [len, k, hd, radius] : {std::tuple<int64_t, int64_t, int64_t, float>{300, 40, 128, INFINITY},
+                                    {300, 40, 128, 1.2f},
+                                    {20000, 3000, 64, INFINITY}}) {
     const int64_t kvh = 8, ps = 16;
     const bool reference = len < 1000;
     Layer L(len, ps, kvh, hd, static_cast<uint32_t>(len));
@@ -276,10 +279,10 @@ TEST_F(CudaKvCompress, MergeEvictedWeightsAsTheCpu) {
     const std::vector<int32_t> slots = testing::RandomKeptSlots(len, kvh, k, rng);
     std::vector<float> want(static_cast<size_t>(kvh * k));
     (reference ? cpu::MergeEvictedWeights : cpu::MergeEvictedWeightsBlas)(L.Host(), L.pages.data(), len, slots.data(),
-                                                                          k, want.data());
+                                                                          k, radius, want.data());
     PagedKv dev = Device(L);
     float* out = Up(std::vector<float>(want.size(), 0.0f));
-    gpu_->MergeEvictedWeights(dev, L.pages.data(), len, Up(slots), k, out);
+    gpu_->MergeEvictedWeights(dev, L.pages.data(), len, Up(slots), k, radius, out);
     const std::vector<float> got = Down(out, want.size());
     int64_t differ = 0;
     for (int64_t h = 0; h < kvh; ++h) {
@@ -290,11 +293,11 @@ TEST_F(CudaKvCompress, MergeEvictedWeightsAsTheCpu) {
         total_want += std::exp(static_cast<double>(want[j]));
         total_got += std::exp(static_cast<double>(got[j]));
       }
-      EXPECT_NEAR(total_got, total_want, 1e-5 * total_want) << "len " << len << " head " << h;
+      EXPECT_NEAR(total_got, total_want, 1e-5 * total_want) << "len " << len << " radius " << radius << " head " << h;
     }
-    EXPECT_LE(differ, reference ? 0 : kvh * k / 200) << "len " << len;
-    std::printf("merge evicted weights, len %lld k %lld: %lld of %lld kept log-weights differ\n",
-                static_cast<long long>(len), static_cast<long long>(k), static_cast<long long>(differ),
+    EXPECT_LE(differ, reference ? 0 : kvh * k / 200) << "len " << len << " radius " << radius;
+    std::printf("merge evicted weights, len %lld k %lld radius %.1f: %lld of %lld kept log-weights differ\n",
+                static_cast<long long>(len), static_cast<long long>(k), radius, static_cast<long long>(differ),
                 static_cast<long long>(kvh * k));
   }
 }
@@ -307,7 +310,7 @@ void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::ve
   for (const char* policy : {"snapkv", "criticalkv"}) {
     // Chunk mode with the question probe (the default, probe_slots on the device path) and
     // without it, and prefill_end.
-    // The last row adds --evicted-weight merge (MergeEvictedWeights inside a real prefill).
+    // The last rows add --evicted-weight merge and merge-near (MergeEvictedWeights inside a real prefill).
     struct Mode {
       CompressAt at;
       ChunkScoring scoring;
@@ -316,7 +319,8 @@ void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::ve
     for (const auto& [at, scoring, evicted] : {Mode{CompressAt::kChunk, ChunkScoring::kQuestion, EvictedWeight::kDrop},
                                                Mode{CompressAt::kChunk, ChunkScoring::kWindow, EvictedWeight::kDrop},
                                                Mode{CompressAt::kPrefillEnd, ChunkScoring::kQuestion, EvictedWeight::kDrop},
-                                               Mode{CompressAt::kChunk, ChunkScoring::kQuestion, EvictedWeight::kMerge}}) {
+                                               Mode{CompressAt::kChunk, ChunkScoring::kQuestion, EvictedWeight::kMerge},
+                                               Mode{CompressAt::kChunk, ChunkScoring::kQuestion, EvictedWeight::kMergeNear}}) {
       GenerationOptions o;
       o.max_new_tokens = 40;
       o.ignore_eos = true;
@@ -333,7 +337,7 @@ void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::ve
       const std::string what =
           std::string(policy) + (at == CompressAt::kChunk ? " chunk:" + std::string(ChunkScoringName(scoring))
                                                           : std::string(" prefill_end")) +
-          (evicted == EvictedWeight::kMerge ? " +merge" : "");
+          (evicted == EvictedWeight::kDrop ? std::string() : " +" + std::string(EvictedWeightName(evicted)));
       EXPECT_EQ(b->compression.evicted_slots, a->compression.evicted_slots) << what;
       EXPECT_EQ(b->kv_slots_at_end, a->kv_slots_at_end) << what;
       size_t same = 0;
