@@ -72,6 +72,24 @@ def load_log(path, samples):
     return draw
 
 
+def load_json(path, samples):
+    """A `kvserve eval --json` result file; returns the draw's identity."""
+    with open(path) as f:
+        result = json.load(f)
+    meta = result["meta"]
+    first = meta.get("sample_range", [0, meta["samples"]])[0]
+    for c in result["cells"]:
+        if c["task"] == "kl":
+            continue
+        # The full cache's row has no budget ('-'): it is named by its policy alone.
+        row = c["policy"] if c["budget"] == "-" else f'{c["policy"]}/{c["budget"]}'
+        key = (row, c["task"], c["context"])
+        gaps = c.get("answer_nll_gaps") or [None] * len(c["values"])
+        for i, (v, g) in enumerate(zip(c["values"], gaps)):
+            samples.setdefault(key, {})[first + i] = (v >= 0.5, g)
+    return (meta.get("seed", 0), meta["samples"], meta.get("prompt_style", "plain"))
+
+
 def load(patterns):
     """{(policy/budget, task, context): {sample: (correct, nll_gap)}} and the draw's identity,
     from --json result files (and --verbose logs, *.log)."""
@@ -80,29 +98,10 @@ def load(patterns):
         sys.exit(f"quality_pairs: no file matches {patterns!r}")
     samples, draw = {}, None
     for path in files:
-        if path.endswith(".log"):
-            this = load_log(path, samples)
-            if draw is not None and this != draw:
-                sys.exit(f"quality_pairs: {path} is another draw (seed, samples, style {this} against {draw})")
-            draw = this
-            continue
-        with open(path) as f:
-            result = json.load(f)
-        meta = result["meta"]
-        this = (meta.get("seed", 0), meta["samples"], meta.get("prompt_style", "plain"))
+        this = (load_log if path.endswith(".log") else load_json)(path, samples)
         if draw is not None and this != draw:
             sys.exit(f"quality_pairs: {path} is another draw (seed, samples, style {this} against {draw})")
         draw = this
-        first = meta.get("sample_range", [0, meta["samples"]])[0]
-        for c in result["cells"]:
-            if c["task"] == "kl":
-                continue
-            # The full cache's row has no budget ('-'): it is named by its policy alone.
-            row = c["policy"] if c["budget"] == "-" else f'{c["policy"]}/{c["budget"]}'
-            key = (row, c["task"], c["context"])
-            gaps = c.get("answer_nll_gaps") or [None] * len(c["values"])
-            for i, (v, g) in enumerate(zip(c["values"], gaps)):
-                samples.setdefault(key, {})[first + i] = (v >= 0.5, g)
     return samples, draw
 
 
