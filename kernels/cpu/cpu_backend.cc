@@ -68,7 +68,7 @@ class CpuBackend final : public Backend {
   }
   void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
                            float radius, float* out_log_w) override {
-    cpu::MergeEvictedWeightsBlas(kv, pages, len, slots, k, radius, out_log_w);
+    cpu::MergeEvictedWeightsTiled(kv, pages, len, slots, k, radius, out_log_w);
   }
   void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
                  int64_t k) override {

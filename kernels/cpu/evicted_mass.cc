@@ -1,25 +1,21 @@
 // Evicted entries' weight, merged into the kept ones: the reference in double loops (the
-// oracle of the CUDA kernel) and the CPU backend's form, whose distances come from one BLAS
-// matmul per head.
-#include <cblas.h>
-#ifdef __AVX2__
-#include <immintrin.h>
-#endif
-
+// oracle of the CUDA kernel) and the CPU backend's form, whose distances and nearest keys come
+// from one tiled pass per head (nearest_keys.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/kv_compress_ops.h"
+#include "kernels/cpu/nearest_keys.h"
 #include "kernels/kv_rows.h"
 
 namespace kvserve::cpu {
 namespace {
 
 constexpr float kNoWeight = -std::numeric_limits<float>::infinity();
-// Distances per row block of MergeEvictedWeightsBlas: 1 MB of floats, inside a core's L2.
-constexpr int64_t kBlockFloats = 1 << 18;
+// Evicted keys per task of MergeEvictedWeightsTiled's threads.
+constexpr int64_t kRowBlock = 256;
 
 // Per head: kept index of each slot (-1 when evicted), and the largest finite log-weight
 // (the shift that keeps the sums of exponentials in range).
@@ -46,49 +42,6 @@ void WriteLogSums(const std::vector<double>& mass, float shift, float* out) {
 }
 
 }  // namespace
-
-// The first i < k with the smallest sq[i] + dots[i] (dots hold -2 a.b, so this is the kept key
-// nearest to a), as the scalar scan with a strict < finds it: each of eight lanes keeps its
-// first minimum, and the lanes' smallest value with the lowest index wins. Vectorized because
-// this scan of an evicted-by-kept matrix costs as much as the matmul that fills it.
-int64_t NearestKept(const float* sq, const float* dots, int64_t k) {
-  int64_t i = 0, to = 0;
-  float best = std::numeric_limits<float>::infinity();
-#ifdef __AVX2__
-  if (k >= 16) {
-    __m256 best_v = _mm256_set1_ps(best);
-    __m256i best_i = _mm256_setzero_si256();
-    __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i step = _mm256_set1_epi32(8);
-    for (; i + 8 <= k; i += 8) {
-      const __m256 v = _mm256_add_ps(_mm256_loadu_ps(sq + i), _mm256_loadu_ps(dots + i));
-      const __m256 lt = _mm256_cmp_ps(v, best_v, _CMP_LT_OQ);
-      best_v = _mm256_blendv_ps(best_v, v, lt);
-      best_i = _mm256_castps_si256(
-          _mm256_blendv_ps(_mm256_castsi256_ps(best_i), _mm256_castsi256_ps(idx), lt));
-      idx = _mm256_add_epi32(idx, step);
-    }
-    alignas(32) float lane_v[8];
-    alignas(32) int32_t lane_i[8];
-    _mm256_store_ps(lane_v, best_v);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lane_i), best_i);
-    for (int l = 0; l < 8; ++l) {
-      if (lane_v[l] < best || (lane_v[l] == best && lane_i[l] < to)) {
-        best = lane_v[l];
-        to = lane_i[l];
-      }
-    }
-  }
-#endif
-  for (; i < k; ++i) {
-    const float dist = sq[i] + dots[i];
-    if (dist < best) {
-      best = dist;
-      to = i;
-    }
-  }
-  return to;
-}
 
 void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
                          float radius, float* out_log_w) {
@@ -124,11 +77,13 @@ void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, c
   }
 }
 
-void MergeEvictedWeightsBlas(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                             float radius, float* out_log_w) {
+void MergeEvictedWeightsTiled(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
+                              float radius, float* out_log_w) {
   const int64_t d = kv.head_dim;
   const float r2 = radius * radius;
-  std::vector<float> kept_keys(static_cast<size_t>(k * d)), kept_sq(static_cast<size_t>(k)), evicted_keys, dots;
+  std::vector<float> kept_keys(static_cast<size_t>(k * d)), evicted_keys;
+  std::vector<float> panels(static_cast<size_t>(NearestPanelFloats(k, d)));
+  std::vector<float> panel_sq(static_cast<size_t>(NearestPanelFloats(k, 1)));
   std::vector<int32_t> evicted;
   std::vector<int64_t> nearest;
   for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
@@ -136,11 +91,7 @@ void MergeEvictedWeightsBlas(const PagedKv& kv, const int32_t* pages, int64_t le
     const HeadSlots hs = ReadHead(kv, pages, len, kept, k, h);
     std::vector<double> mass(static_cast<size_t>(k), 0.0);
     for (int64_t i = 0; i < k; ++i) {
-      float* row = &kept_keys[i * d];
-      ReadKvRow(kv, kv.k, KvOffset(kv, pages, kept[i], h), row);
-      float sq = 0;
-      for (int64_t e = 0; e < d; ++e) sq += row[e] * row[e];
-      kept_sq[i] = sq;
+      ReadKvRow(kv, kv.k, KvOffset(kv, pages, kept[i], h), &kept_keys[i * d]);
       const float lw = kv.log_w[KvOffset(kv, pages, kept[i], h)];
       if (std::isfinite(lw)) mass[i] += std::exp(static_cast<double>(lw) - hs.max_log_w);
     }
@@ -151,35 +102,31 @@ void MergeEvictedWeightsBlas(const PagedKv& kv, const int32_t* pages, int64_t le
       }
     }
     const int64_t m = static_cast<int64_t>(evicted.size());
-    if (m > 0) {
+    if (m > 0 && k > 0) {
+      PackNearestPanels(kept_keys.data(), k, d, panels.data(), panel_sq.data());
       evicted_keys.resize(static_cast<size_t>(m * d));
       for (int64_t j = 0; j < m; ++j) ReadKvRow(kv, kv.k, KvOffset(kv, pages, evicted[j], h), &evicted_keys[j * d]);
       nearest.resize(static_cast<size_t>(m));
-      // Row blocks whose distances stay in cache between the matmul that writes them and the
-      // scan that reads them (a whole head's, evicted x kept floats, would go out to DRAM).
-      const int64_t block = std::max<int64_t>(16, kBlockFloats / k);
-      dots.resize(static_cast<size_t>(std::min(m, block) * k));
-      for (int64_t j0 = 0; j0 < m; j0 += block) {
-        const int64_t rows = std::min(block, m - j0);
-        // ||a - b||^2 = ||b||^2 - 2 a.b + ||a||^2, and ||a||^2 is the same for every kept b: the
-        // matmul's alpha of -2 leaves ||b||^2 + dots to compare (scaling by 2 is exact).
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(k),
-                    static_cast<int>(d), -2.0f, &evicted_keys[j0 * d], static_cast<int>(d), kept_keys.data(),
-                    static_cast<int>(d), 0.0f, dots.data(), static_cast<int>(k));
-#pragma omp parallel for schedule(static) if (rows * k > (1 << 16))
-        for (int64_t j = 0; j < rows; ++j) nearest[j0 + j] = NearestKept(kept_sq.data(), &dots[j * k], k);
+      // Row blocks over the threads, each passing over every kept key.
+      const int64_t n_blocks = (m + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for schedule(dynamic) if (m * k > (1 << 16))
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const int64_t j0 = b * kRowBlock;
+        NearestKeys(&evicted_keys[j0 * d], std::min(kRowBlock, m - j0), d, panels.data(), panel_sq.data(), k,
+                    &nearest[j0]);
       }
       for (int64_t j = 0; j < m; ++j) {
         if (r2 < std::numeric_limits<float>::infinity()) {
           // The distance to the one kept key chosen, from the keys themselves (d products).
           const float* a = &evicted_keys[j * d];
           const float* b = &kept_keys[nearest[j] * d];
-          float a_sq = 0, dot = 0;
+          float a_sq = 0, dot = 0, b_sq = 0;
           for (int64_t e = 0; e < d; ++e) {
             a_sq += a[e] * a[e];
             dot += a[e] * b[e];
+            b_sq += b[e] * b[e];
           }
-          if ((a_sq + kept_sq[nearest[j]] - 2 * dot) / std::max(a_sq, 1e-20f) > r2) continue;  // dropped
+          if ((a_sq + b_sq - 2 * dot) / std::max(a_sq, 1e-20f) > r2) continue;  // dropped
         }
         mass[nearest[j]] += std::exp(static_cast<double>(kv.log_w[KvOffset(kv, pages, evicted[j], h)]) - hs.max_log_w);
       }

@@ -23,6 +23,8 @@ using ScoreKeysFn = void(const float* q, int64_t heads, const void* k, DType typ
 using AccumulateValuesFn = void(const float* p, int64_t p_stride, int64_t heads, const void* v, DType type,
                                 int64_t v_stride, int64_t n, int64_t hd, float* acc, int64_t prefetch_offset);
 using ExpShiftedSumFn = float(float* x, int64_t n, float shift);
+using NearestPanelsFn = void(const float* a, int64_t m, int64_t d, const float* panels, int64_t p0, int64_t p1,
+                             const float* sq, float* bv, int32_t* bi);
 
 struct CpuKernels {
   CpuIsa isa;
@@ -37,6 +39,7 @@ struct CpuKernels {
   ScoreKeysFn* score_keys;
   AccumulateValuesFn* accumulate_values;
   ExpShiftedSumFn* exp_shifted_sum;
+  NearestPanelsFn* nearest_panels;  // nearest_keys.h
 };
 
 // The table of `isa` (whether or not this CPU can run it: check CpuSupports first).
@@ -68,6 +71,7 @@ QuantDotRowsTokensFn QuantDotRowTilesTokens;  // quant_dot_tile_avx2.cc
 ScoreKeysFn ScoreKeys;
 AccumulateValuesFn AccumulateValues;
 ExpShiftedSumFn ExpShiftedSum;
+NearestPanelsFn NearestPanels;  // nearest_keys.cc
 }  // namespace avx2
 namespace avx512 {
 QuantDotFn QuantDot;
@@ -77,6 +81,7 @@ QuantDotRowsTokensFn QuantDotRowTilesTokens;  // quant_dot_tile_avx512.cc
 ScoreKeysFn ScoreKeys;
 AccumulateValuesFn AccumulateValues;
 ExpShiftedSumFn ExpShiftedSum;
+NearestPanelsFn NearestPanels;  // nearest_keys_avx512.cc
 }  // namespace avx512
 
 }  // namespace kvserve::cpu

@@ -70,13 +70,10 @@ void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, c
                          float radius, float* out_log_w);
 
 // evicted_mass.cc. The CPU backend's form of MergeEvictedWeights: the same definition in
-// float, each head's distances from one matmul of the evicted keys by the kept ones.
-void MergeEvictedWeightsBlas(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                             float radius, float* out_log_w);
-
-// evicted_mass.cc. The first i < k with the smallest sq[i] + dots[i] (0 when none is below
-// +inf): MergeEvictedWeightsBlas's nearest kept key, vectorized with the scalar scan's ties.
-int64_t NearestKept(const float* sq, const float* dots, int64_t k);
+// float, each evicted key's nearest kept key found by NearestKeys (nearest_keys.h), the
+// distances never stored.
+void MergeEvictedWeightsTiled(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
+                              float radius, float* out_log_w);
 
 // kv_compaction.cc. dst[h, i] = src[h, slots[h, i]]; src [heads, src_stride], dst
 // [heads, dst_stride] (not overlapping src), slots [heads, k].

@@ -92,23 +92,27 @@ BENCHMARK(BM_PagedAttention)
 // --evicted-weight merge in one chunk-mode compression: `len` f16 entries per head (the
 // budget `kept` plus the headroom and a chunk evicted) folded into the kept ones. At 32K with a
 // 10% budget, kept 3277 of 5837; the step whose cost grows with budget x prompt. near: the
-// merge-near radius (the distance to each chosen key checked again).
+// merge-near radius (the distance to each chosen key checked again); avx512: the ISA of the
+// nearest-key kernel.
 void BM_MergeEvictedWeights(benchmark::State& state) {
+  cpu::CpuIsa isa;
+  if (!UseIsa(state, state.range(3), &isa)) return;
+  cpu::ScopedCpuIsa use(isa);
   const int64_t kept = state.range(0), len = kept + state.range(1);
   AttentionCase c(len, 1, DType::kF16, /*consecutive=*/true);
   std::mt19937 rng(9);
   const std::vector<int32_t> slots = testing::RandomKeptSlots(len, kKvHeads, kept, rng);
   std::vector<float> out(slots.size());
   for (auto _ : state) {
-    cpu::MergeEvictedWeightsBlas(c.kv, c.page_indices.data(), len, slots.data(), kept,
+    cpu::MergeEvictedWeightsTiled(c.kv, c.page_indices.data(), len, slots.data(), kept,
                                   state.range(2) ? 0.5f : INFINITY, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(state.iterations() * (len - kept) * kKvHeads);  // evicted entries placed
 }
 BENCHMARK(BM_MergeEvictedWeights)
-    ->ArgNames({"kept", "evicted", "near"})
-    ->ArgsProduct({{800, 3277}, {2560}, {0, 1}})
+    ->ArgNames({"kept", "evicted", "near", "avx512"})
+    ->ArgsProduct({{800, 3277}, {2560}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 // x[0..cols) quantized as the activations of a dot with act_type (Q8_1 or Q8_0) into dst.

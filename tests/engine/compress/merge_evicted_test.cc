@@ -1,5 +1,5 @@
 // Merging the evicted entries' weight into the kept ones (EvictedWeight::kMerge): the CPU
-// reference on a hand-made layer, the CPU backend's BLAS form against the reference on random
+// reference on a hand-made layer, the CPU backend's tiled form against the reference on random
 // layers (f32 and f16 K/V), the weight a layer carries conserved, attention over the merged
 // entries closer to the full cache's than over the same entries without, and LayerCompressor
 // doing the same through a device pool's Backend ops as on the host.
@@ -24,11 +24,11 @@ std::vector<int32_t> RandomKept(int64_t len, int64_t heads, int64_t k, uint32_t 
   return testing::RandomKeptSlots(len, heads, k, rng);
 }
 
-std::vector<float> Merged(LayerFixture& f, const std::vector<int32_t>& slots, int64_t k, bool blas,
+std::vector<float> Merged(LayerFixture& f, const std::vector<int32_t>& slots, int64_t k, bool tiled,
                           float radius = INFINITY) {
   const LayerKv L = f.layer();
   std::vector<float> out(static_cast<size_t>(L.kv.n_kv_heads * k));
-  (blas ? cpu::MergeEvictedWeightsBlas : cpu::MergeEvictedWeights)(L.kv, L.pages.data(), L.len, slots.data(), k,
+  (tiled ? cpu::MergeEvictedWeightsTiled : cpu::MergeEvictedWeights)(L.kv, L.pages.data(), L.len, slots.data(), k,
                                                                      radius, out.data());
   return out;
 }
@@ -44,19 +44,19 @@ TEST(MergeEvictedWeightsTest, EachEvictedEntryJoinsTheKeptEntryWithTheNearestKey
   f.log_w = {0, 0, 0, 0, std::log(3.0f), -INFINITY};  // slot 5 weighs nothing: it carries nothing
   f.Store();
   const std::vector<int32_t> kept = {0, 1};
-  for (bool blas : {false, true}) {
-    const std::vector<float> w = Merged(f, kept, 2, blas);
-    EXPECT_NEAR(w[0], std::log(5.0f), 1e-6) << "slot 0 stands for 0, 2 (at 1) and 4 (at 0.4, weight 3); blas " << blas;
-    EXPECT_NEAR(w[1], std::log(2.0f), 1e-6) << "slot 1 stands for 1 and 3 (at 9); blas " << blas;
+  for (bool tiled : {false, true}) {
+    const std::vector<float> w = Merged(f, kept, 2, tiled);
+    EXPECT_NEAR(w[0], std::log(5.0f), 1e-6) << "slot 0 stands for 0, 2 (at 1) and 4 (at 0.4, weight 3); tiled " << tiled;
+    EXPECT_NEAR(w[1], std::log(2.0f), 1e-6) << "slot 1 stands for 1 and 3 (at 9); tiled " << tiled;
   }
   // A kept entry of no weight that no evicted entry joins keeps no weight.
   f.log_w = {-INFINITY, 0, 0, 0, 0, 0};
   f.k[0] = -100;
   f.Store();
-  for (bool blas : {false, true}) {
-    const std::vector<float> w = Merged(f, kept, 2, blas);
-    EXPECT_EQ(w[0], -INFINITY) << blas;
-    EXPECT_NEAR(w[1], std::log(5.0f), 1e-6) << blas;
+  for (bool tiled : {false, true}) {
+    const std::vector<float> w = Merged(f, kept, 2, tiled);
+    EXPECT_EQ(w[0], -INFINITY) << tiled;
+    EXPECT_NEAR(w[1], std::log(5.0f), 1e-6) << tiled;
   }
 }
 
@@ -73,21 +73,21 @@ TEST(MergeEvictedWeightsTest, WithARadiusAnEvictedEntryFarFromEveryKeptKeyIsDrop
   f.log_w.assign(6, 0.0f);
   f.Store();
   const std::vector<int32_t> kept = {0, 1};
-  for (bool blas : {false, true}) {
-    const std::vector<float> near = Merged(f, kept, 2, blas, kMergeNearRadius);
-    EXPECT_NEAR(near[0], std::log(2.0f), 1e-6) << "(10, 0) stands for itself and (9, 0) only; blas " << blas;
-    EXPECT_NEAR(near[1], std::log(2.0f), 1e-6) << "(0, 10) for itself and (0, 7) only; blas " << blas;
-    const std::vector<float> all = Merged(f, kept, 2, blas);
-    EXPECT_NEAR(all[0], std::log(3.0f), 1e-6) << "without a radius (3, 3) joins the first (a tie); blas " << blas;
-    EXPECT_NEAR(all[1], std::log(3.0f), 1e-6) << "and (0, 6) the second; blas " << blas;
-    const std::vector<float> wide = Merged(f, kept, 2, blas, 0.7f);
-    EXPECT_NEAR(wide[1], std::log(3.0f), 1e-6) << "0.67 is inside a radius of 0.7; blas " << blas;
+  for (bool tiled : {false, true}) {
+    const std::vector<float> near = Merged(f, kept, 2, tiled, kMergeNearRadius);
+    EXPECT_NEAR(near[0], std::log(2.0f), 1e-6) << "(10, 0) stands for itself and (9, 0) only; tiled " << tiled;
+    EXPECT_NEAR(near[1], std::log(2.0f), 1e-6) << "(0, 10) for itself and (0, 7) only; tiled " << tiled;
+    const std::vector<float> all = Merged(f, kept, 2, tiled);
+    EXPECT_NEAR(all[0], std::log(3.0f), 1e-6) << "without a radius (3, 3) joins the first (a tie); tiled " << tiled;
+    EXPECT_NEAR(all[1], std::log(3.0f), 1e-6) << "and (0, 6) the second; tiled " << tiled;
+    const std::vector<float> wide = Merged(f, kept, 2, tiled, 0.7f);
+    EXPECT_NEAR(wide[1], std::log(3.0f), 1e-6) << "0.67 is inside a radius of 0.7; tiled " << tiled;
   }
 }
 
 TEST(MergeEvictedWeightsTest, TheBackendFormMatchesTheReferenceAndConservesTheWeight) {
   for (DType dtype : {DType::kF32, DType::kF16}) {
-    // The last: kept x evicted distances over many of the BLAS form's row blocks.
+    // The last: kept x evicted distances over several panel chunks and row blocks of the tiled form.
     for (const auto& [len, k] : {std::pair<int64_t, int64_t>{9, 1}, {70, 10}, {301, 43}, {6000, 3000}}) {
       const int64_t heads = 3, d = 16;
       LayerFixture f(len, heads, d, 16, dtype);
@@ -105,7 +105,7 @@ TEST(MergeEvictedWeightsTest, TheBackendFormMatchesTheReferenceAndConservesTheWe
       backend->MergeEvictedWeights(L.kv, L.pages.data(), len, kept.data(), k, INFINITY, op.data());
       for (size_t i = 0; i < ref.size(); ++i) {
         EXPECT_NEAR(fast[i], ref[i], 1e-4) << "len " << len << " entry " << i;
-        EXPECT_EQ(op[i], fast[i]) << "the CPU backend runs the BLAS form";
+        EXPECT_EQ(op[i], fast[i]) << "the CPU backend runs the tiled form";
       }
       // With a radius that drops some evicted entries and merges others (random keys of 16
       // dimensions sit about their own length from the nearest kept key).

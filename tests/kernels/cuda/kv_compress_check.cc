@@ -278,7 +278,7 @@ TEST_F(CudaKvCompress, MergeEvictedWeightsAsTheCpu) {
     std::mt19937 rng(static_cast<uint32_t>(k));
     const std::vector<int32_t> slots = testing::RandomKeptSlots(len, kvh, k, rng);
     std::vector<float> want(static_cast<size_t>(kvh * k));
-    (reference ? cpu::MergeEvictedWeights : cpu::MergeEvictedWeightsBlas)(L.Host(), L.pages.data(), len, slots.data(),
+    (reference ? cpu::MergeEvictedWeights : cpu::MergeEvictedWeightsTiled)(L.Host(), L.pages.data(), len, slots.data(),
                                                                           k, radius, want.data());
     PagedKv dev = Device(L);
     float* out = Up(std::vector<float>(want.size(), 0.0f));
