@@ -23,6 +23,9 @@ using ScoreKeysFn = void(const float* q, int64_t heads, const void* k, DType typ
 using AccumulateValuesFn = void(const float* p, int64_t p_stride, int64_t heads, const void* v, DType type,
                                 int64_t v_stride, int64_t n, int64_t hd, float* acc, int64_t prefetch_offset);
 using ExpShiftedSumFn = float(float* x, int64_t n, float shift);
+// NearestKeys's (nearest_keys.h) inner kernel: rows [m, d] of a over panels p0..p1-1, each
+// row's 32 lanes updated (bv: lane l's first smallest value so far among keys j = l mod 32,
+// bi: that key); bv, bi are [m, 32], begun at +inf and 0.
 using NearestPanelsFn = void(const float* a, int64_t m, int64_t d, const float* panels, int64_t p0, int64_t p1,
                              const float* sq, float* bv, int32_t* bi);
 

@@ -29,8 +29,4 @@ void NearestKeys(const float* a, int64_t m, int64_t d, const float* panels, cons
 void NearestKeysPlain(const float* a, int64_t m, int64_t d, const float* panels, const float* sq, int64_t k,
                       int64_t* out);
 
-// What each ISA's kernel (the table's nearest_panels) does for NearestKeys: rows [m, d] of a
-// over panels p0..p1-1, each row's 32 lanes (bv: lane l's first smallest value so far among
-// keys j = l mod 32, bi: that key) updated; bv, bi are [m, 32], begun at +inf and 0.
-
 }  // namespace kvserve::cpu
