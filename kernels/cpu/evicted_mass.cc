@@ -117,16 +117,16 @@ void MergeEvictedWeightsTiled(const PagedKv& kv, const int32_t* pages, int64_t l
       }
       for (int64_t j = 0; j < m; ++j) {
         if (r2 < std::numeric_limits<float>::infinity()) {
-          // The distance to the one kept key chosen, from the keys themselves (d products).
+          // The distance to the one kept key chosen, from the keys themselves (d products;
+          // ||b||^2 as packed with the panels).
           const float* a = &evicted_keys[j * d];
           const float* b = &kept_keys[nearest[j] * d];
-          float a_sq = 0, dot = 0, b_sq = 0;
+          float a_sq = 0, dot = 0;
           for (int64_t e = 0; e < d; ++e) {
             a_sq += a[e] * a[e];
             dot += a[e] * b[e];
-            b_sq += b[e] * b[e];
           }
-          if ((a_sq + b_sq - 2 * dot) / std::max(a_sq, 1e-20f) > r2) continue;  // dropped
+          if ((a_sq + panel_sq[nearest[j]] - 2 * dot) / std::max(a_sq, 1e-20f) > r2) continue;  // dropped
         }
         mass[nearest[j]] += std::exp(static_cast<double>(kv.log_w[KvOffset(kv, pages, evicted[j], h)]) - hs.max_log_w);
       }

@@ -18,6 +18,12 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 int64_t PaddedKeys(int64_t k) { return (k + kNearestPanelKeys - 1) / kNearestPanelKeys * kNearestPanelKeys; }
 
+// Key j's element 0 in the panels; its element e is kNearestPanelKeys * e floats further.
+template <typename T>
+T* PanelColumn(T* panels, int64_t j, int64_t d) {
+  return panels + (j / kNearestPanelKeys) * d * kNearestPanelKeys + j % kNearestPanelKeys;
+}
+
 }  // namespace
 
 int64_t NearestPanelFloats(int64_t k, int64_t d) { return PaddedKeys(k) * d; }
@@ -25,7 +31,7 @@ int64_t NearestPanelFloats(int64_t k, int64_t d) { return PaddedKeys(k) * d; }
 void PackNearestPanels(const float* keys, int64_t k, int64_t d, float* panels, float* sq) {
   const int64_t padded = PaddedKeys(k);
   for (int64_t j = 0; j < padded; ++j) {
-    float* col = panels + (j / kNearestPanelKeys) * d * kNearestPanelKeys + j % kNearestPanelKeys;
+    float* col = PanelColumn(panels, j, d);
     float s = 0;
     for (int64_t e = 0; e < d; ++e) {
       const float x = j < k ? keys[j * d + e] : 0.0f;
@@ -42,7 +48,7 @@ void NearestKeysPlain(const float* a, int64_t m, int64_t d, const float* panels,
     int64_t to = 0;
     float best = kInf;
     for (int64_t j = 0; j < k; ++j) {
-      const float* col = panels + (j / kNearestPanelKeys) * d * kNearestPanelKeys + j % kNearestPanelKeys;
+      const float* col = PanelColumn(panels, j, d);
       float dot = 0;
       for (int64_t e = 0; e < d; ++e) dot = std::fma(a[r * d + e], col[e * kNearestPanelKeys], dot);
       const float v = std::fma(-2.0f, dot, sq[j]);
@@ -126,16 +132,11 @@ void PanelTile(const float* a, int64_t d, const float* panel, const float* sq, i
 void NearestPanels(const float* a, int64_t m, int64_t d, const float* panels, int64_t p0, int64_t p1, const float* sq,
                    float* bv, int32_t* bi) {
   for (int64_t r = 0; r < m; r += 2) {
+    auto* const tile = r + 2 <= m ? PanelTile<2> : PanelTile<1>;
     for (int64_t p = p0; p < p1; ++p) {
-      const float* panel = panels + p * d * kNearestPanelKeys;
       const int32_t j0 = static_cast<int32_t>(p * kNearestPanelKeys);
-      float* v = bv + r * kNearestPanelKeys;
-      int32_t* i = bi + r * kNearestPanelKeys;
-      if (r + 2 <= m) {
-        PanelTile<2>(a + r * d, d, panel, sq + j0, j0, v, i);
-      } else {
-        PanelTile<1>(a + r * d, d, panel, sq + j0, j0, v, i);
-      }
+      tile(a + r * d, d, panels + p * d * kNearestPanelKeys, sq + j0, j0, bv + r * kNearestPanelKeys,
+           bi + r * kNearestPanelKeys);
     }
   }
 }
