@@ -100,8 +100,11 @@ void PanelTile(const float* a, int64_t d, const float* panel, const float* sq, i
   }
   for (int64_t e = 0; e < d; ++e) {
     const float* p = panel + e * kNearestPanelKeys;
-    const __m256 b0 = _mm256_loadu_ps(p), b1 = _mm256_loadu_ps(p + 8), b2 = _mm256_loadu_ps(p + 16),
+    __m256 b0 = _mm256_loadu_ps(p), b1 = _mm256_loadu_ps(p + 8), b2 = _mm256_loadu_ps(p + 16),
                  b3 = _mm256_loadu_ps(p + 24);
+    // Keeps the panel row in registers: GCC would otherwise fold the loads into every FMA,
+    // ten loads per eight FMAs, and the loop would wait on the load ports, not on the FMAs.
+    asm("" : "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
     for (int r = 0; r < R; ++r) {
       const __m256 x = _mm256_broadcast_ss(a + r * d + e);
       acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
