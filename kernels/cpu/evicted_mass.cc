@@ -69,7 +69,8 @@ void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, c
             to = i;
           }
         }
-        if (best / std::max(a_sq, 1e-20) > r2) continue;  // no kept key like it: dropped
+        // No kept key at a finite distance (a NaN or infinite key), or none like it: dropped.
+        if (to < 0 || best / std::max(a_sq, 1e-20) > r2) continue;
       }
       mass[to] += std::exp(static_cast<double>(lw) - hs.max_log_w);
     }
@@ -116,18 +117,19 @@ void MergeEvictedWeightsTiled(const PagedKv& kv, const int32_t* pages, int64_t l
                     &nearest[j0]);
       }
       for (int64_t j = 0; j < m; ++j) {
-        if (r2 < std::numeric_limits<float>::infinity()) {
-          // The distance to the one kept key chosen, from the keys themselves (d products;
-          // ||b||^2 as packed with the panels).
-          const float* a = &evicted_keys[j * d];
-          const float* b = &kept_keys[nearest[j] * d];
-          float a_sq = 0, dot = 0;
-          for (int64_t e = 0; e < d; ++e) {
-            a_sq += a[e] * a[e];
-            dot += a[e] * b[e];
-          }
-          if ((a_sq + panel_sq[nearest[j]] - 2 * dot) / std::max(a_sq, 1e-20f) > r2) continue;  // dropped
+        // The distance to the one kept key chosen, from the keys themselves (d products;
+        // ||b||^2 as packed with the panels). Not finite: the key or every kept key is NaN or
+        // infinite, and NearestKeys's answer 0 is no nearest key, so the entry is dropped, as
+        // in the reference; else dropped when farther than the radius.
+        const float* a = &evicted_keys[j * d];
+        const float* b = &kept_keys[nearest[j] * d];
+        float a_sq = 0, dot = 0;
+        for (int64_t e = 0; e < d; ++e) {
+          a_sq += a[e] * a[e];
+          dot += a[e] * b[e];
         }
+        const float dist = a_sq + panel_sq[nearest[j]] - 2 * dot;
+        if (!std::isfinite(dist) || dist / std::max(a_sq, 1e-20f) > r2) continue;
         mass[nearest[j]] += std::exp(static_cast<double>(kv.log_w[KvOffset(kv, pages, evicted[j], h)]) - hs.max_log_w);
       }
     }

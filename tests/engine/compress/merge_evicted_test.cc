@@ -85,6 +85,28 @@ TEST(MergeEvictedWeightsTest, WithARadiusAnEvictedEntryFarFromEveryKeptKeyIsDrop
   }
 }
 
+TEST(MergeEvictedWeightsTest, AnEvictedKeyWithNoFiniteDistanceIsDroppedNotMergedIntoTheFirstKeptEntry) {
+  // One head, kept keys (10, 0) and (0, 10); evicted (0, 9), then a NaN key and an infinite one
+  // (a model gone wrong). Those two have no nearest key: their weight is dropped in both forms,
+  // with and without a radius, rather than landing on kept entry 0 (or out of bounds).
+  LayerFixture f(5, 1, 2);
+  const float keys[5][2] = {{10, 0}, {0, 10}, {0, 9}, {NAN, 1}, {INFINITY, 0}};
+  for (int s = 0; s < 5; ++s) {
+    f.k[s * 2] = keys[s][0];
+    f.k[s * 2 + 1] = keys[s][1];
+  }
+  f.log_w.assign(5, 0.0f);
+  f.Store();
+  const std::vector<int32_t> kept = {0, 1};
+  for (float radius : {INFINITY, kMergeNearRadius}) {
+    for (bool tiled : {false, true}) {
+      const std::vector<float> w = Merged(f, kept, 2, tiled, radius);
+      EXPECT_NEAR(w[0], 0.0f, 1e-6) << "(10, 0) stands for itself only; tiled " << tiled << ", radius " << radius;
+      EXPECT_NEAR(w[1], std::log(2.0f), 1e-6) << "(0, 10) for itself and (0, 9); tiled " << tiled << ", radius " << radius;
+    }
+  }
+}
+
 TEST(MergeEvictedWeightsTest, TheBackendFormMatchesTheReferenceAndConservesTheWeight) {
   for (DType dtype : {DType::kF32, DType::kF16}) {
     // The last: kept x evicted distances over several panel chunks and row blocks of the tiled form.
