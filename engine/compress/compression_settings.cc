@@ -101,6 +101,12 @@ BudgetPlan PlanOf(const CompressionSettings& s) {
   return s.policy == "pyramid" ? BudgetPlan::kPyramid : BudgetPlan::kUniform;
 }
 
+EvictedWeight EvictedWeightOf(const CompressionSettings& s) {
+  if (s.evicted_weight) return *s.evicted_weight;
+  const bool measured = s.policy == "snapkv" || s.policy == "criticalkv";
+  return s.at == CompressAt::kChunk && measured ? EvictedWeight::kMergeNear : EvictedWeight::kDrop;
+}
+
 BudgetSpec BudgetOf(const CompressionSettings& s) {
   return BudgetSpec{s.budget, PlanOf(s), s.layer_quota, s.ripple.get(), s.ripple_params, s.window};
 }

@@ -264,7 +264,7 @@ CompressionSettings ResolveKvSettings(const KvSettings& kv, const CompressionSet
   if (kv.chunk_scoring) s.chunk_scoring = *kv.chunk_scoring;
   if (kv.question_tokens) s.question_tokens = kv.question_tokens;
   if (kv.chunk_headroom) s.chunk_headroom = *kv.chunk_headroom;
-  if (kv.evicted_weight) s.evicted_weight = *kv.evicted_weight;
+  if (kv.evicted_weight) s.evicted_weight = kv.evicted_weight;
   if (kv.first_stage_ratio) s.first_stage_ratio = *kv.first_stage_ratio;
   if (kv.window) s.window = s.recent_window = *kv.window;
   if (kv.pool_kernel) s.pool_kernel = *kv.pool_kernel;

@@ -128,7 +128,7 @@ absl::Status SequenceCompressor::CompressLayer(Backend& backend, PagePool& pool,
     // Every policy but merge-reduce (which takes MergeReduceStep instead) only scores.
     const auto* scoring = dynamic_cast<const ScoringPolicy*>(policy_.get());
     if (!scoring) return absl::InternalError(absl::StrCat("KV policy ", settings_.policy, " does not score"));
-    layers_ = std::make_unique<LayerCompressor>(backend, *scoring, c.n_layers, settings_.evicted_weight);
+    layers_ = std::make_unique<LayerCompressor>(backend, *scoring, c.n_layers, EvictedWeightOf(settings_));
     layers_->TrackPositions(kept_positions_.get());
   }
   const int64_t len = seq.layer_len[l] - probe;

@@ -84,6 +84,10 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
     absl::StatusOr<KvSettings> kv = ParsePolicySpec(row.policy);
     if (!kv.ok()) return kv.status();
     CompressionSettings s = ResolveKvSettings(*kv, plan.base);
+    // A row's name says its method: without a +merge suffix it drops the evicted weight, the
+    // papers' SnapKV and CriticalKV, whatever the server's chunk-mode default (EvictedWeightOf),
+    // so a row name means the same in every run and every file under docs/quality.
+    if (!s.evicted_weight) s.evicted_weight = EvictedWeight::kDrop;
     s.budget = row.budget;
     s.auto_risk = row.auto_risk;
     if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) return st;

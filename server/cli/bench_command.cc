@@ -227,7 +227,7 @@ int RunBench(int argc, char** argv) {
               cpu_isa.c_str(), kv_prefetch.c_str(), weight_prefetch.c_str(), omp_wait.c_str(), std::string(KvDTypeFlagName(*kv_dtype)).c_str(), determinism == Determinism::kBatchInvariant ? "true" : "false", static_cast<long long>(nb), static_cast<long long>(*n_prompt), static_cast<long long>(*n_new),
               static_cast<long long>(*chunk), nb * *n_prompt / best_prefill, nb * *n_new / best_decode,
               kv->policy.c_str(), std::string(CompressAtName(kv->at)).c_str(),
-              probes_question ? "question" : "window", std::string(EvictedWeightName(kv->evicted_weight)).c_str(),
+              probes_question ? "question" : "window", std::string(EvictedWeightName(EvictedWeightOf(*kv))).c_str(),
               kv->active() ? kv->budget : 1.0,
               static_cast<long long>(peak_pages), static_cast<long long>(peak_pages * page_bytes),
               best_stats.select_seconds + best_stats.compact_seconds, best_stats.select_seconds,

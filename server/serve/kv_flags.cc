@@ -61,9 +61,9 @@ const std::string& KvFlagsHelp() {
         "] (chunk mode: score each chunk with the question's\n"
         "  queries or the chunk's own) [--question-tokens N (the prompt's last N tokens; default the window)]\n",
         "  [--chunk-headroom N=", d.chunk_headroom, "] (chunk mode: entries above the budget during the prompt)\n",
-        "  [--evicted-weight ", Names(EvictedWeightNames()), "=", std::string(EvictedWeightName(d.evicted_weight)),
-        "] (merge: each evicted entry's weight goes to the kept entry with the nearest key;\n"
-        "  merge-near: only when that key is within half the evicted key's length, else dropped)\n",
+        "  [--evicted-weight ", Names(EvictedWeightNames()), "] (merge: each evicted entry's weight goes to the\n"
+        "  kept entry with the nearest key; merge-near: only when that key is within half the evicted key's\n"
+        "  length, else dropped; default merge-near in chunk mode with snapkv or criticalkv, else drop)\n",
         "  [--kv-window N=", d.window, "] [--first-stage-ratio R=", d.first_stage_ratio, "] [--pool-kernel K=",
         d.pool_kernel, "] [--sink-tokens N] (the prompt's first N entries always kept;\n"
         "  default 4 with streaming and merge-reduce, 0 with the scoring policies)\n",

@@ -124,14 +124,28 @@ TEST(KvSettingsTest, EvictedWeightComesFromARowSuffixTheFlagOrTheField) {
   EXPECT_EQ(MergeRadius(EvictedWeight::kMergeNear), kMergeNearRadius);
   EXPECT_EQ(MergeRadius(EvictedWeight::kMerge), INFINITY);
   EXPECT_TRUE(Says(ParseEvictedWeight("average", KvSource::kFlags).status(), "--evicted-weight 'average'"));
-  // Unset it is the server's (drop by default); set, the request's wins.
+  // Unset it is the server's, and unset there: merge-near for SnapKV and CriticalKV in chunk
+  // mode, drop at prefill_end and for the policies not measured with it; set, the request's wins.
   CompressionSettings server;
-  EXPECT_EQ(ResolveKvSettings(KvSettings{}, server).evicted_weight, EvictedWeight::kDrop);
+  EXPECT_FALSE(ResolveKvSettings(KvSettings{}, server).evicted_weight.has_value());
+  KvSettings chunk;
+  chunk.compress_at = CompressAt::kChunk;
+  for (const char* policy : {"snapkv", "criticalkv", "keydiff", "streaming", "pyramid"}) {
+    chunk.policy = policy;
+    const bool measured = std::string_view(policy) == "snapkv" || std::string_view(policy) == "criticalkv";
+    EXPECT_EQ(EvictedWeightOf(ResolveKvSettings(chunk, server)),
+              measured ? EvictedWeight::kMergeNear : EvictedWeight::kDrop) << policy;
+    KvSettings at_end = chunk;
+    at_end.compress_at = CompressAt::kPrefillEnd;
+    EXPECT_EQ(EvictedWeightOf(ResolveKvSettings(at_end, server)), EvictedWeight::kDrop) << policy;
+  }
   server.evicted_weight = EvictedWeight::kMerge;
   EXPECT_EQ(ResolveKvSettings(KvSettings{}, server).evicted_weight, EvictedWeight::kMerge);
-  KvSettings request;
+  chunk.policy = "snapkv";
+  EXPECT_EQ(EvictedWeightOf(ResolveKvSettings(chunk, server)), EvictedWeight::kMerge);
+  KvSettings request = chunk;
   request.evicted_weight = EvictedWeight::kDrop;
-  EXPECT_EQ(ResolveKvSettings(request, server).evicted_weight, EvictedWeight::kDrop);
+  EXPECT_EQ(EvictedWeightOf(ResolveKvSettings(request, server)), EvictedWeight::kDrop);
   EXPECT_EQ(EvictedWeightName(EvictedWeight::kMerge), "merge");
   // Asked together with merge-reduce, which weights its own entries: refused, naming both.
   KvSettings both;

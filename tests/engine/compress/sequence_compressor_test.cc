@@ -99,6 +99,7 @@ TEST_F(SequenceCompressorTest, CriticalKvWithCachedValueNormsSelectsAsIfRecomput
   kv.window = window;
   kv.at = CompressAt::kChunk;
   kv.chunk_headroom = 0;  // compress after every chunk
+  kv.evicted_weight = EvictedWeight::kDrop;  // as the plain loop's CompactLayer does
   auto run = [&](bool cached) {
     auto comp = *SequenceCompressor::Create(*model_, kv, prompt_len, steps, ps, chunk);
     PagePool pool({comp->PeakPages(), ps, c.n_kv_heads, c.head_dim});
@@ -162,6 +163,35 @@ TEST_F(SequenceCompressorTest, ChunkModeBoundsThePeakBelowPrefillEnd) {
   EXPECT_LE(chunked.peak_kv_pages, 8 * model_->config.n_layers);
   EXPECT_EQ(chunked.kv_slots_at_end, at_end.kv_slots_at_end);
   EXPECT_GT(chunked.compression.compactions, at_end.compression.compactions);
+}
+
+TEST_F(SequenceCompressorTest, ChunkModeMergesNearKeysByDefaultAndPrefillEndDrops) {
+  // What a request that names no evicted weight gets: chunk mode with SnapKV or CriticalKV
+  // generates exactly as merge-near (and not as drop, whose logits differ), prefill_end as drop.
+  // A phrase repeated: its entries' keys come back near each other, so merge-near merges
+  // (a random model's keys for unrepeated tokens are nowhere near half their length apart).
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 600; ++i) prompt.push_back(static_cast<int32_t>((i % 25) * 7 + 3));
+  for (const char* policy : {"snapkv", "criticalkv"}) {
+    for (CompressAt at : {CompressAt::kChunk, CompressAt::kPrefillEnd}) {
+      CompressionSettings kv;
+      kv.policy = policy;
+      kv.budget = 0.1;
+      kv.window = 16;
+      kv.at = at;
+      const GenerationResult by_default = Run(prompt, kv, 8, 64, 16);
+      kv.evicted_weight = EvictedWeight::kMergeNear;
+      const GenerationResult near = Run(prompt, kv, 8, 64, 16);
+      kv.evicted_weight = EvictedWeight::kDrop;
+      const GenerationResult drop = Run(prompt, kv, 8, 64, 16);
+      const GenerationResult& same = at == CompressAt::kChunk ? near : drop;
+      const GenerationResult& other = at == CompressAt::kChunk ? drop : near;
+      const std::string what = std::string(policy) + " " + std::string(CompressAtName(at));
+      EXPECT_EQ(by_default.tokens, same.tokens) << what;
+      EXPECT_EQ(by_default.step_logits, same.step_logits) << what;
+      EXPECT_NE(by_default.step_logits, other.step_logits) << what << ": the merge changes no logit here";
+    }
+  }
 }
 
 TEST_F(SequenceCompressorTest, BadSettingsAreRejectedWithTheValue) {
