@@ -43,7 +43,7 @@ constexpr Row kFlags[] = {
     {"default-max-new-tokens", {"N", "max_new_tokens of a request that sets none"}},
     {"device", {"DEVICE", "compute backend: cpu, cuda, or auto (CUDA when a GPU is present, else CPU)"}},
     {"drain-timeout", {"SECONDS", "on SIGTERM, wait this long for calls, then cancel them"}},
-    {"evicted-weight", {"WHAT", "the evicted entries' weight: drop, or merge (each to the kept entry with the nearest key)"}},
+    {"evicted-weight", {"WHAT", "the evicted entries' weight: drop, merge (each to the kept entry with the nearest key) or merge-near (only to a like one); default merge-near for snapkv/criticalkv in chunk mode, else drop"}},
     {"first-stage-ratio", {"R", "CriticalKV: share of the budget chosen by attention alone"}},
     {"fit-count", {"N", "requests submitted to measure admission"}},
     {"fit-memory", {"BYTES", "measure how many requests a pool of this size admits at once"}},
