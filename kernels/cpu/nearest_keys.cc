@@ -101,7 +101,7 @@ void PanelTile(const float* a, int64_t d, const float* panel, const float* sq, i
   for (int64_t e = 0; e < d; ++e) {
     const float* p = panel + e * kNearestPanelKeys;
     __m256 b0 = _mm256_loadu_ps(p), b1 = _mm256_loadu_ps(p + 8), b2 = _mm256_loadu_ps(p + 16),
-                 b3 = _mm256_loadu_ps(p + 24);
+           b3 = _mm256_loadu_ps(p + 24);
     // Keeps the panel row in registers: GCC would otherwise fold the loads into every FMA,
     // ten loads per eight FMAs, and the loop would wait on the load ports, not on the FMAs.
     asm("" : "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
