@@ -132,8 +132,8 @@ BudgetPlan PlanOf(const CompressionSettings& s);
 // The evicted weight the settings run: their own, else merge-near for SnapKV and CriticalKV
 // in chunk mode, else drop. Chunk mode cuts the prompt several times, and each entry merged
 // into a like kept key keeps its share of attention: in chunk mode merge-near kept 206 of the
-// full cache's 213 answers where drop kept 200 (SnapKV, four cells, 300 samples) and 69 of 71
-// where drop kept 67 (CriticalKV, 100 samples; docs/QUALITY.md, twenty-third to twenty-fifth
+// full cache's 213 answers where drop kept 200 (SnapKV, four cells, 300 samples) and 118 of
+// 120 where drop kept 115 (CriticalKV, 150 samples; docs/QUALITY.md, twenty-third to twenty-fifth
 // sections). At prefill_end (one cut) it changed no answer, so the papers' drop stays there;
 // the other policies were not measured with it.
 EvictedWeight EvictedWeightOf(const CompressionSettings& s);
