@@ -133,7 +133,8 @@ BudgetPlan PlanOf(const CompressionSettings& s);
 // in chunk mode, else drop. Chunk mode cuts the prompt several times, and each entry merged
 // into a like kept key keeps its share of attention: in chunk mode merge-near kept 206 of the
 // full cache's 213 answers where drop kept 200 (SnapKV, four cells, 300 samples) and 118 of
-// 120 where drop kept 115 (CriticalKV, 150 samples; docs/QUALITY.md, twenty-third to twenty-fifth
+// 120 where drop kept 115 (CriticalKV, 150 samples), and with CriticalKV and the RippleKV plan
+// 34 of 35 passkeys at 8K where drop kept 28 (docs/QUALITY.md, twenty-third to twenty-sixth
 // sections). At prefill_end (one cut) it changed no answer, so the papers' drop stays there;
 // the other policies were not measured with it.
 EvictedWeight EvictedWeightOf(const CompressionSettings& s);
