@@ -131,11 +131,10 @@ int64_t ReduceProtectedDims(const CompressionSettings& s);
 BudgetPlan PlanOf(const CompressionSettings& s);
 // The evicted weight the settings run: their own, else merge-near for SnapKV and CriticalKV
 // in chunk mode, else drop. Chunk mode cuts the prompt several times, and each entry merged
-// into a like kept key keeps its share of attention: in chunk mode merge-near kept 206 of the
-// full cache's 213 answers where drop kept 200 (SnapKV, four cells, 300 samples) and 118 of
-// 120 where drop kept 115 (CriticalKV, 150 samples), and with CriticalKV and the RippleKV plan
-// 34 of 35 passkeys at 8K where drop kept 28 (docs/QUALITY.md, twenty-third to twenty-sixth
-// sections). At prefill_end (one cut) it changed no answer, so the papers' drop stays there;
+// into a like kept key keeps its share of attention: in chunk mode merge-near kept at least as
+// many of the full cache's answers as drop on every cell measured, with SnapKV and with
+// CriticalKV on both plans (docs/QUALITY.md, twenty-third to twenty-sixth sections, which keep
+// the counts). At prefill_end (one cut) it changed no answer, so the papers' drop stays there;
 // the other policies were not measured with it.
 EvictedWeight EvictedWeightOf(const CompressionSettings& s);
 // What engine/budget's QuotasFor reads of the settings (a view of s).
