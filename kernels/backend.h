@@ -155,9 +155,11 @@ class Backend {
   // (ascending per head) take when the evicted entries' weight is merged into them: each
   // entry of the layer adds its weight exp(log_w) to the kept entry of its head with the
   // nearest key (itself when kept), an evicted one only when that key is within radius times
-  // its own norm (+inf: always). See MergeEvictedWeights in kernels/cpu/kv_compress_ops.h.
+  // its own norm (+inf: always). merge_values: each kept entry's V also becomes the weighted
+  // mean of the values merged into it (written in place, before the compaction). See
+  // MergeEvictedWeights in kernels/cpu/kv_compress_ops.h.
   virtual void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots,
-                                   int64_t k, float radius, float* out_log_w) = 0;
+                                   int64_t k, float radius, bool merge_values, float* out_log_w) = 0;
 
   // dst[h, i] = src[h, slots[h, i]] for h < heads, i < k; src [heads, src_stride], dst
   // [heads, dst_stride], slots [heads, k]. dst must not overlap src. (Per-entry side data,

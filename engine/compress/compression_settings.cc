@@ -16,14 +16,16 @@ namespace kvserve {
 namespace {
 constexpr std::string_view kCompressAtNames[] = {"prefill_end", "chunk"};  // CompressAt's order
 constexpr std::string_view kChunkScoringNames[] = {"question", "window", "question_at_end"};  // ChunkScoring's order
-constexpr std::string_view kEvictedWeightNames[] = {"drop", "merge", "merge-near"};  // EvictedWeight's order
+constexpr std::string_view kEvictedWeightNames[] = {"drop", "merge", "merge-near", "merge-values"};  // EvictedWeight's order
 }  // namespace
 
 absl::Span<const std::string_view> EvictedWeightNames() { return kEvictedWeightNames; }
 std::string_view EvictedWeightName(EvictedWeight w) { return kEvictedWeightNames[static_cast<size_t>(w)]; }
 float MergeRadius(EvictedWeight w) {
-  return w == EvictedWeight::kMergeNear ? kMergeNearRadius : std::numeric_limits<float>::infinity();
+  return w == EvictedWeight::kMergeNear || w == EvictedWeight::kMergeValues ? kMergeNearRadius
+                                                                           : std::numeric_limits<float>::infinity();
 }
+bool MergesValues(EvictedWeight w) { return w == EvictedWeight::kMergeValues; }
 
 absl::Span<const std::string_view> CompressAtNames() { return kCompressAtNames; }
 std::string_view CompressAtName(CompressAt at) { return kCompressAtNames[static_cast<size_t>(at)]; }

@@ -47,16 +47,22 @@ std::string_view ChunkScoringName(ChunkScoring scoring);
 // method 3). kMergeNear: the same, but an evicted entry whose nearest kept key is farther
 // than kMergeNearRadius times its own key's norm is dropped: merging unlike keys let a kept
 // distractor speak for the filler around it (multikey at 4K lost 7 of the full cache's 36
-// answers under kMerge; docs/QUALITY.md, twenty-third session). Scoring policies only;
+// answers under kMerge; docs/QUALITY.md, twenty-third session). kMergeValues: kMergeNear's
+// weights, and each kept entry's value becomes the weighted mean of the values merged into
+// it, so the entry that stands for its neighbours in the softmax also says what they said
+// (under kMergeNear it speaks for them with its own value). Scoring policies only;
 // merge-reduce weights its own entries.
-enum class EvictedWeight { kDrop, kMerge, kMergeNear };
+enum class EvictedWeight { kDrop, kMerge, kMergeNear, kMergeValues };
 // ||a - b|| <= 0.5 ||a||: the nearest kept key within half the evicted key's length.
 inline constexpr float kMergeNearRadius = 0.5f;
-// The one table of evicted-weight names ("drop", "merge", "merge-near"), in EvictedWeight's order.
+// The one table of evicted-weight names ("drop", "merge", "merge-near", "merge-values"), in
+// EvictedWeight's order.
 absl::Span<const std::string_view> EvictedWeightNames();
 std::string_view EvictedWeightName(EvictedWeight w);
 // The radius MergeEvictedWeights takes for w (kMerge: +inf); w must not be kDrop.
 float MergeRadius(EvictedWeight w);
+// Whether w merges values as well as weights (MergeEvictedWeights's merge_values).
+bool MergesValues(EvictedWeight w);
 
 // Most tokens a question span (and the observation window) may have.
 inline constexpr int64_t kMaxScoringQueries = 4096;

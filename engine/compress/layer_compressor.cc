@@ -64,7 +64,8 @@ absl::Status LayerCompressor::Compress(SelectionRequest r, PagePool& pool, Seque
   float* merged = nullptr;
   if (evicted_ != EvictedWeight::kDrop) {
     merged = scratch_.Take<float>(heads * n_keep);
-    backend_.MergeEvictedWeights(L.kv, L.pages.data(), len, slots, n_keep, MergeRadius(evicted_), merged);
+    backend_.MergeEvictedWeights(L.kv, L.pages.data(), len, slots, n_keep, MergeRadius(evicted_),
+                                 MergesValues(evicted_), merged);
   }
   backend_.CompactKv(L.kv, L.pages.data(), len, slots, merged, n_keep);
   if (cache) {

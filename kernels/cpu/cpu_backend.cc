@@ -67,8 +67,8 @@ class CpuBackend final : public Backend {
     cpu::TopKPerHead(scores, heads, len, k, slots);
   }
   void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                           float radius, float* out_log_w) override {
-    cpu::MergeEvictedWeightsTiled(kv, pages, len, slots, k, radius, out_log_w);
+                           float radius, bool merge_values, float* out_log_w) override {
+    cpu::MergeEvictedWeightsTiled(kv, pages, len, slots, k, radius, merge_values, out_log_w);
   }
   void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
                  int64_t k) override {

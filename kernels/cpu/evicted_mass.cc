@@ -1,6 +1,6 @@
-// Evicted entries' weight, merged into the kept ones: the reference in double loops (the
-// oracle of the CUDA kernel) and the CPU backend's form, whose distances and nearest keys come
-// from one tiled pass per head (nearest_keys.h).
+// Evicted entries' weight (and, when asked, their values) merged into the kept ones: the
+// reference in double loops (the oracle of the CUDA kernel) and the CPU backend's form, whose
+// distances and nearest keys come from one tiled pass per head (nearest_keys.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -41,10 +41,40 @@ void WriteLogSums(const std::vector<double>& mass, float shift, float* out) {
   }
 }
 
+// The weighted sums of the values merged into each kept entry of one head, when the merge
+// takes values too (empty otherwise): Add folds in the value of slot s with weight w, Write
+// puts each kept entry's mean (sum / its weight) in its own slot's V.
+class ValueSums {
+ public:
+  ValueSums(const PagedKv& kv, const int32_t* pages, int64_t k, int64_t h, bool active)
+      : kv_(kv), pages_(pages), h_(h), d_(kv.head_dim), sums_(active ? static_cast<size_t>(k * d_) : 0, 0.0),
+        row_(static_cast<size_t>(d_)) {}
+  void Add(int64_t to, int64_t s, double w) {
+    if (sums_.empty()) return;
+    ReadKvRow(kv_, kv_.v, KvOffset(kv_, pages_, s, h_), row_.data());
+    for (int64_t e = 0; e < d_; ++e) sums_[to * d_ + e] += w * row_[e];
+  }
+  void Write(const int32_t* kept, const std::vector<double>& mass) {
+    if (sums_.empty()) return;
+    for (size_t i = 0; i < mass.size(); ++i) {
+      if (!(mass[i] > 0)) continue;  // no weight: the entry's value is never read
+      for (int64_t e = 0; e < d_; ++e) row_[e] = static_cast<float>(sums_[i * d_ + e] / mass[i]);
+      WriteKvRow(kv_, kv_.v, KvOffset(kv_, pages_, kept[i], h_), row_.data());
+    }
+  }
+
+ private:
+  const PagedKv& kv_;
+  const int32_t* pages_;
+  int64_t h_, d_;
+  std::vector<double> sums_;
+  std::vector<float> row_;
+};
+
 }  // namespace
 
 void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                         float radius, float* out_log_w) {
+                         float radius, bool merge_values, float* out_log_w) {
   const int64_t d = kv.head_dim;
   const double r2 = static_cast<double>(radius) * radius;
   std::vector<float> a(static_cast<size_t>(d)), b(static_cast<size_t>(d));
@@ -52,6 +82,7 @@ void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, c
     const int32_t* kept = slots + h * k;
     const HeadSlots hs = ReadHead(kv, pages, len, kept, k, h);
     std::vector<double> mass(static_cast<size_t>(k), 0.0);
+    ValueSums values(kv, pages, k, h, merge_values);
     for (int64_t s = 0; s < len; ++s) {
       const float lw = kv.log_w[KvOffset(kv, pages, s, h)];
       if (!std::isfinite(lw)) continue;  // weight 0: nothing to carry
@@ -72,14 +103,17 @@ void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, c
         // No kept key at a finite distance (a NaN or infinite key), or none like it: dropped.
         if (to < 0 || best / std::max(a_sq, 1e-20) > r2) continue;
       }
-      mass[to] += std::exp(static_cast<double>(lw) - hs.max_log_w);
+      const double w = std::exp(static_cast<double>(lw) - hs.max_log_w);
+      mass[to] += w;
+      values.Add(to, s, w);
     }
     WriteLogSums(mass, hs.max_log_w, out_log_w + h * k);
+    values.Write(kept, mass);
   }
 }
 
 void MergeEvictedWeightsTiled(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                              float radius, float* out_log_w) {
+                              float radius, bool merge_values, float* out_log_w) {
   const int64_t d = kv.head_dim;
   const float r2 = radius * radius;
   std::vector<float> kept_keys(static_cast<size_t>(k * d)), evicted_keys;
@@ -91,10 +125,14 @@ void MergeEvictedWeightsTiled(const PagedKv& kv, const int32_t* pages, int64_t l
     const int32_t* kept = slots + h * k;
     const HeadSlots hs = ReadHead(kv, pages, len, kept, k, h);
     std::vector<double> mass(static_cast<size_t>(k), 0.0);
+    ValueSums values(kv, pages, k, h, merge_values);
     for (int64_t i = 0; i < k; ++i) {
       ReadKvRow(kv, kv.k, KvOffset(kv, pages, kept[i], h), &kept_keys[i * d]);
       const float lw = kv.log_w[KvOffset(kv, pages, kept[i], h)];
-      if (std::isfinite(lw)) mass[i] += std::exp(static_cast<double>(lw) - hs.max_log_w);
+      if (!std::isfinite(lw)) continue;
+      const double w = std::exp(static_cast<double>(lw) - hs.max_log_w);
+      mass[i] += w;
+      values.Add(i, kept[i], w);
     }
     evicted.clear();
     for (int64_t s = 0; s < len; ++s) {
@@ -130,10 +168,13 @@ void MergeEvictedWeightsTiled(const PagedKv& kv, const int32_t* pages, int64_t l
         }
         const float dist = a_sq + panel_sq[nearest[j]] - 2 * dot;
         if (!std::isfinite(dist) || dist / std::max(a_sq, 1e-20f) > r2) continue;
-        mass[nearest[j]] += std::exp(static_cast<double>(kv.log_w[KvOffset(kv, pages, evicted[j], h)]) - hs.max_log_w);
+        const double w = std::exp(static_cast<double>(kv.log_w[KvOffset(kv, pages, evicted[j], h)]) - hs.max_log_w);
+        mass[nearest[j]] += w;
+        values.Add(nearest[j], evicted[j], w);
       }
     }
     WriteLogSums(mass, hs.max_log_w, out_log_w + h * k);
+    values.Write(kept, mass);
   }
 }
 

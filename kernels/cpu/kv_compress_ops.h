@@ -65,15 +65,18 @@ void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32
 // entries like it in every later softmax, as a merge-reduce cluster's representative does.
 // radius bounds "like it": an evicted key a whose nearest kept key b has
 // ||a - b||^2 / max(||a||^2, 1e-20) > radius^2 carries nothing (its weight is dropped);
-// +inf merges every evicted entry.
+// +inf merges every evicted entry. merge_values: each kept entry's V (in its slot, before the
+// compaction moves it) becomes the mean of the values merged into it, its own included,
+// weighted as their weights: the representative's value for the keys it stands for, as
+// merge-reduce's; the keys stay. Entries of weight 0 keep their V.
 void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                         float radius, float* out_log_w);
+                         float radius, bool merge_values, float* out_log_w);
 
 // evicted_mass.cc. The CPU backend's form of MergeEvictedWeights: the same definition in
 // float, each evicted key's nearest kept key found by NearestKeys (nearest_keys.h), the
 // distances never stored.
 void MergeEvictedWeightsTiled(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                              float radius, float* out_log_w);
+                              float radius, bool merge_values, float* out_log_w);
 
 // kv_compaction.cc. dst[h, i] = src[h, slots[h, i]]; src [heads, src_stride], dst
 // [heads, dst_stride] (not overlapping src), slots [heads, k].

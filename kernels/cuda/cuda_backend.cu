@@ -178,7 +178,7 @@ class CudaBackend final : public Backend {
     cuda::TopKPerHead(scores, slots, compress_.Get(cuda::TopKScratchBytes(heads, len)), heads, len, k, stream_);
   }
   void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                           float radius, float* out_log_w) override;
+                           float radius, bool merge_values, float* out_log_w) override;
   void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
                  int64_t k) override;
   void GatherPerHead(const float* src, int64_t src_stride, const int32_t* slots, int64_t heads, int64_t k, float* dst,
@@ -256,16 +256,17 @@ void CudaBackend::CriticalKvScores(const float* base, const float* norms, int64_
 }
 
 void CudaBackend::MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots,
-                                      int64_t k, float radius, float* out_log_w) {
+                                      int64_t k, float radius, bool merge_values, float* out_log_w) {
   if (!cuda::MergeEvictedWeightsSupported(kv.head_dim)) {
     std::fprintf(stderr, "kvserve: merging evicted weights on CUDA needs head_dim <= 384, got %lld\n",
                  static_cast<long long>(kv.head_dim));
     std::abort();
   }
   const int32_t* dpages = UploadPages(pages, len, kv.page_size);
-  void* scratch = compress_.Get(cuda::MergeEvictedWeightsScratchBytes(len, k, kv.n_kv_heads));
-  cuda::MergeEvictedWeights(F32Pages(kv, kv.k), kv.log_w, dpages, slots, out_log_w, scratch, len, k, radius,
-                            kv.page_size, kv.n_kv_heads, kv.head_dim, stream_);
+  void* scratch =
+      compress_.Get(cuda::MergeEvictedWeightsScratchBytes(len, k, kv.n_kv_heads, merge_values ? kv.head_dim : 0));
+  cuda::MergeEvictedWeights(F32Pages(kv, kv.k), merge_values ? F32Pages(kv, kv.v) : nullptr, kv.log_w, dpages, slots,
+                            out_log_w, scratch, len, k, radius, kv.page_size, kv.n_kv_heads, kv.head_dim, stream_);
 }
 
 void CudaBackend::CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots,

@@ -128,14 +128,17 @@ void CompactKv(float* k_pages,           // [num_pages, page_size, n_kv_heads, h
 // goes to the kept entry of its head with the nearest key (MergeEvictedWeights in
 // kernels/cpu/kv_compress_ops.h; radius bounds the distance an evicted key may be merged
 // across, relative to its norm, +inf none). Needs MergeEvictedWeightsSupported(head_dim).
-size_t MergeEvictedWeightsScratchBytes(int64_t len, int64_t k, int64_t n_kv_heads);
+// v_pages non-null: each kept entry's V also becomes the weighted mean of the values merged
+// into it (merge_values there); the scratch then needs value_dim = head_dim, else 0.
+size_t MergeEvictedWeightsScratchBytes(int64_t len, int64_t k, int64_t n_kv_heads, int64_t value_dim);
 bool MergeEvictedWeightsSupported(int64_t head_dim);
 void MergeEvictedWeights(const float* k_pages,    // [num_pages, page_size, n_kv_heads, head_dim]
+                         float* v_pages,          // the same shape, or null: weights only
                          const float* log_w,      // [num_pages, page_size, n_kv_heads]
                          const int32_t* pages,    // [ceil(len / page_size)]
                          const int32_t* slots,    // [n_kv_heads, k], ascending per head
                          float* out_log_w,        // [n_kv_heads, k]
-                         void* scratch,           // [MergeEvictedWeightsScratchBytes(len, k, n_kv_heads)] bytes
+                         void* scratch,           // [MergeEvictedWeightsScratchBytes(len, k, n_kv_heads, ...)] bytes
                          int64_t len, int64_t k, float radius, int64_t page_size, int64_t n_kv_heads,
                          int64_t head_dim, cudaStream_t stream);
 // kv_compaction.cu: dst[h, i] = src[h, slots[h, i]].

@@ -3,7 +3,10 @@
 // kept index (-1 when evicted), each head's largest finite log-weight, then a thread per slot
 // finds its nearest kept key (the kept keys pass through shared memory in tiles) and adds its
 // shifted weight to that entry's sum in double, then the sums become log-weights. The double
-// sums make the order of the atomic additions invisible at float precision.
+// sums make the order of the atomic additions invisible at float precision. When values merge
+// too, the nearest-key step leaves each slot's target in kept_index, a block per slot adds its
+// weighted value to its target's sums, and each kept entry's V becomes sums / weight.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"
@@ -46,12 +49,13 @@ __global__ void HeadMaxKernel(const float* __restrict__ log_w, const int32_t* __
 }
 
 // Thread: slot s of head blockIdx.y; its weight goes to its own kept index or, when evicted,
-// to the kept entry with the nearest key (ties to the lower index).
+// to the kept entry with the nearest key (ties to the lower index). kept_index[h, s] is left
+// holding that target (-1: the slot carries nothing), which only this thread reads.
 __global__ void NearestKeptKernel(const float* __restrict__ k_pages,     // [num_pages, page_size, n_kv_heads, head_dim]
                                   const float* __restrict__ log_w,       // [num_pages, page_size, n_kv_heads]
                                   const int32_t* __restrict__ pages,     // [ceil(len / page_size)]
                                   const int32_t* __restrict__ slots,     // [n_kv_heads, k]
-                                  const int32_t* __restrict__ kept_index,  // [n_kv_heads, len]
+                                  int32_t* __restrict__ kept_index,      // [n_kv_heads, len]
                                   const float* __restrict__ head_max,    // [n_kv_heads]
                                   double* __restrict__ mass,             // [n_kv_heads, k], zero beforehand
                                   int64_t len, int64_t k, float radius_sq, int64_t page_size, int64_t n_kv_heads,
@@ -93,8 +97,37 @@ __global__ void NearestKeptKernel(const float* __restrict__ k_pages,     // [num
     for (int64_t e = 0; e < head_dim; ++e) key_sq = fmaf(key[e], key[e], key_sq);
     if (best / fmaxf(key_sq, 1e-20f) > radius_sq) to = -1;
   }
-  if (live && isfinite(lw) && to >= 0) {
-    atomicAdd(&mass[h * k + to], exp(static_cast<double>(lw) - static_cast<double>(head_max[h])));
+  const bool carries = live && isfinite(lw) && to >= 0;
+  if (carries) atomicAdd(&mass[h * k + to], exp(static_cast<double>(lw) - static_cast<double>(head_max[h])));
+  if (live) kept_index[h * len + s] = carries ? static_cast<int32_t>(to) : -1;
+}
+
+// Block (s, h): slot s's value, times its shifted weight, added to its target's sums.
+__global__ void ValueSumsKernel(const float* __restrict__ v_pages, const float* __restrict__ log_w,
+                                const int32_t* __restrict__ pages, const int32_t* __restrict__ target,  // [n_kv_heads, len]
+                                const float* __restrict__ head_max, double* __restrict__ sums,  // [n_kv_heads, k, head_dim]
+                                int64_t len, int64_t k, int64_t page_size, int64_t n_kv_heads, int64_t head_dim) {
+  const int64_t s = blockIdx.x, h = blockIdx.y;
+  const int32_t to = target[h * len + s];
+  if (to < 0) return;
+  const int64_t row = Row(pages, s, page_size, n_kv_heads, h);
+  const double w = exp(static_cast<double>(log_w[row]) - static_cast<double>(head_max[h]));
+  for (int64_t e = threadIdx.x; e < head_dim; e += blockDim.x) {
+    atomicAdd(&sums[(h * k + to) * head_dim + e], w * static_cast<double>(v_pages[row * head_dim + e]));
+  }
+}
+
+// Block (i, h): kept entry i's V = its sums / its weight; an entry of weight 0 keeps its V.
+__global__ void MeanValuesKernel(float* __restrict__ v_pages, const int32_t* __restrict__ pages,
+                                 const int32_t* __restrict__ slots, const double* __restrict__ mass,
+                                 const double* __restrict__ sums, int64_t k, int64_t page_size, int64_t n_kv_heads,
+                                 int64_t head_dim) {
+  const int64_t i = blockIdx.x, h = blockIdx.y;
+  const double m = mass[h * k + i];
+  if (!(m > 0)) return;
+  const int64_t row = Row(pages, slots[h * k + i], page_size, n_kv_heads, h);
+  for (int64_t e = threadIdx.x; e < head_dim; e += blockDim.x) {
+    v_pages[row * head_dim + e] = static_cast<float>(sums[(h * k + i) * head_dim + e] / m);
   }
 }
 
@@ -108,23 +141,27 @@ __global__ void LogSumsKernel(const double* __restrict__ mass, const float* __re
 
 }  // namespace
 
-size_t MergeEvictedWeightsScratchBytes(int64_t len, int64_t k, int64_t n_kv_heads) {
-  return sizeof(double) * static_cast<size_t>(n_kv_heads * k) + sizeof(int32_t) * static_cast<size_t>(n_kv_heads * len) +
-         sizeof(float) * static_cast<size_t>(n_kv_heads);
+// Layout: mass [n_kv_heads, k] and the value sums [n_kv_heads, k, value_dim] (doubles first,
+// for their alignment), kept_index [n_kv_heads, len], head_max [n_kv_heads].
+size_t MergeEvictedWeightsScratchBytes(int64_t len, int64_t k, int64_t n_kv_heads, int64_t value_dim) {
+  return sizeof(double) * static_cast<size_t>(n_kv_heads * k * (1 + value_dim)) +
+         sizeof(int32_t) * static_cast<size_t>(n_kv_heads * len) + sizeof(float) * static_cast<size_t>(n_kv_heads);
 }
 
 bool MergeEvictedWeightsSupported(int64_t head_dim) {
   return head_dim >= 1 && sizeof(float) * kTile * head_dim <= 48 * 1024;
 }
 
-void MergeEvictedWeights(const float* k_pages, const float* log_w, const int32_t* pages, const int32_t* slots,
-                         float* out_log_w, void* scratch, int64_t len, int64_t k, float radius, int64_t page_size,
-                         int64_t n_kv_heads, int64_t head_dim, cudaStream_t stream) {
+void MergeEvictedWeights(const float* k_pages, float* v_pages, const float* log_w, const int32_t* pages,
+                         const int32_t* slots, float* out_log_w, void* scratch, int64_t len, int64_t k, float radius,
+                         int64_t page_size, int64_t n_kv_heads, int64_t head_dim, cudaStream_t stream) {
   if (k <= 0 || len <= 0) return;
+  const int64_t value_dim = v_pages ? head_dim : 0;
   auto* mass = static_cast<double*>(scratch);
-  auto* kept_index = reinterpret_cast<int32_t*>(mass + n_kv_heads * k);
+  double* sums = mass + n_kv_heads * k;
+  auto* kept_index = reinterpret_cast<int32_t*>(sums + n_kv_heads * k * value_dim);
   auto* head_max = reinterpret_cast<float*>(kept_index + n_kv_heads * len);
-  KVSERVE_CUDA_CHECK(cudaMemsetAsync(mass, 0, sizeof(double) * n_kv_heads * k, stream));
+  KVSERVE_CUDA_CHECK(cudaMemsetAsync(mass, 0, sizeof(double) * n_kv_heads * k * (1 + value_dim), stream));
   KVSERVE_CUDA_CHECK(cudaMemsetAsync(kept_index, 0xff, sizeof(int32_t) * n_kv_heads * len, stream));
   const dim3 kept_grid(static_cast<unsigned>((k + kThreads - 1) / kThreads), static_cast<unsigned>(n_kv_heads));
   MarkKeptKernel<<<kept_grid, kThreads, 0, stream>>>(slots, kept_index, k, len);
@@ -138,6 +175,15 @@ void MergeEvictedWeights(const float* k_pages, const float* log_w, const int32_t
       head_dim);
   KVSERVE_CUDA_CHECK(cudaGetLastError());
   LogSumsKernel<<<kept_grid, kThreads, 0, stream>>>(mass, head_max, out_log_w, k);
+  KVSERVE_CUDA_CHECK(cudaGetLastError());
+  if (!v_pages) return;
+  const unsigned value_threads = static_cast<unsigned>(std::min<int64_t>(head_dim, kThreads));
+  ValueSumsKernel<<<dim3(static_cast<unsigned>(len), static_cast<unsigned>(n_kv_heads)), value_threads, 0, stream>>>(
+      v_pages, log_w, pages, kept_index, head_max, sums, len, k, page_size, n_kv_heads, head_dim);
+  KVSERVE_CUDA_CHECK(cudaGetLastError());
+  // Every sum is complete before any V is written: a kept entry's own value is among them.
+  MeanValuesKernel<<<dim3(static_cast<unsigned>(k), static_cast<unsigned>(n_kv_heads)), value_threads, 0, stream>>>(
+      v_pages, pages, slots, mass, sums, k, page_size, n_kv_heads, head_dim);
   KVSERVE_CUDA_CHECK(cudaGetLastError());
 }
 

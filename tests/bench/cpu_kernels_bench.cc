@@ -105,7 +105,7 @@ void BM_MergeEvictedWeights(benchmark::State& state) {
   std::vector<float> out(slots.size());
   for (auto _ : state) {
     cpu::MergeEvictedWeightsTiled(c.kv, c.page_indices.data(), len, slots.data(), kept,
-                                  state.range(2) ? 0.5f : INFINITY, out.data());
+                                  state.range(2) ? 0.5f : INFINITY, false, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(state.iterations() * (len - kept) * kKvHeads);  // evicted entries placed

@@ -57,8 +57,8 @@ class HostAsDeviceBackend final : public Backend {
     cpu_->CriticalKvScores(base, norms, norms_stride, heads, len, n_first, eps, merged);
   }
   void MergeEvictedWeights(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, int64_t k,
-                           float radius, float* out_log_w) override {
-    cpu_->MergeEvictedWeights(kv, pages, len, slots, k, radius, out_log_w);
+                           float radius, bool merge_values, float* out_log_w) override {
+    cpu_->MergeEvictedWeights(kv, pages, len, slots, k, radius, merge_values, out_log_w);
   }
   void CompactKv(const PagedKv& kv, const int32_t* pages, int64_t len, const int32_t* slots, const float* new_log_w,
                  int64_t k) override {

@@ -118,11 +118,15 @@ TEST(KvSettingsTest, EvictedWeightComesFromARowSuffixTheFlagOrTheField) {
   EXPECT_FALSE(ParsePolicySpec("snapkv/chunk").value().evicted_weight.has_value());
   EXPECT_TRUE(Says(ParsePolicySpec("snapkv/chunk+keep").status(), "unknown evicted weight 'keep'"));
   EXPECT_TRUE(Says(ParseEvictedWeight("average", KvSource::kProto).status(),
-                   "kv.evicted_weight 'average' is unknown; use one of drop, merge, merge-near"));
+                   "kv.evicted_weight 'average' is unknown; use one of drop, merge, merge-near, merge-values"));
   EXPECT_EQ(ParsePolicySpec("snapkv/chunk+merge-near").value().evicted_weight, EvictedWeight::kMergeNear);
   EXPECT_EQ(ParseEvictedWeight("merge-near", KvSource::kProto).value(), EvictedWeight::kMergeNear);
   EXPECT_EQ(MergeRadius(EvictedWeight::kMergeNear), kMergeNearRadius);
   EXPECT_EQ(MergeRadius(EvictedWeight::kMerge), INFINITY);
+  EXPECT_EQ(ParsePolicySpec("criticalkv/chunk+merge-values").value().evicted_weight, EvictedWeight::kMergeValues);
+  EXPECT_EQ(MergeRadius(EvictedWeight::kMergeValues), kMergeNearRadius);
+  EXPECT_TRUE(MergesValues(EvictedWeight::kMergeValues));
+  EXPECT_FALSE(MergesValues(EvictedWeight::kMergeNear));
   EXPECT_TRUE(Says(ParseEvictedWeight("average", KvSource::kFlags).status(), "--evicted-weight 'average'"));
   // Unset it is the server's, and unset there: merge-near for SnapKV and CriticalKV in chunk
   // mode, drop at prefill_end and for the policies not measured with it; set, the request's wins.

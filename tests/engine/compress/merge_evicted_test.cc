@@ -1,8 +1,8 @@
-// Merging the evicted entries' weight into the kept ones (EvictedWeight::kMerge): the CPU
-// reference on a hand-made layer, the CPU backend's tiled form against the reference on random
-// layers (f32 and f16 K/V), the weight a layer carries conserved, attention over the merged
-// entries closer to the full cache's than over the same entries without, and LayerCompressor
-// doing the same through a device pool's Backend ops as on the host.
+// Merging the evicted entries' weight (EvictedWeight::kMerge) and values (kMergeValues) into
+// the kept ones: the CPU reference on a hand-made layer, the CPU backend's tiled form against
+// the reference on random layers (f32 and f16 K/V), the weight a layer carries conserved,
+// attention over the merged entries closer to the full cache's than over the same entries
+// without, and LayerCompressor doing the same through a device pool's Backend ops as on the host.
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -24,12 +24,13 @@ std::vector<int32_t> RandomKept(int64_t len, int64_t heads, int64_t k, uint32_t 
   return testing::RandomKeptSlots(len, heads, k, rng);
 }
 
+// The merged log-weights [heads, k]; with merge_values, f's kept V rows change in place.
 std::vector<float> Merged(LayerFixture& f, const std::vector<int32_t>& slots, int64_t k, bool tiled,
-                          float radius = INFINITY) {
+                          float radius = INFINITY, bool merge_values = false) {
   const LayerKv L = f.layer();
   std::vector<float> out(static_cast<size_t>(L.kv.n_kv_heads * k));
   (tiled ? cpu::MergeEvictedWeightsTiled : cpu::MergeEvictedWeights)(L.kv, L.pages.data(), L.len, slots.data(), k,
-                                                                     radius, out.data());
+                                                                     radius, merge_values, out.data());
   return out;
 }
 
@@ -58,6 +59,38 @@ TEST(MergeEvictedWeightsTest, EachEvictedEntryJoinsTheKeptEntryWithTheNearestKey
     EXPECT_EQ(w[0], -INFINITY) << tiled;
     EXPECT_NEAR(w[1], std::log(5.0f), 1e-6) << tiled;
   }
+}
+
+TEST(MergeEvictedWeightsTest, MergedValuesAreTheWeightedMeanOfTheValuesEachKeptEntryStandsFor) {
+  // The layer of the test above (kept slots 0 and 1), each slot's value (s, 10 s).
+  LayerFixture f(6, 1, 2, 4, DType::kF32);
+  const float xs[] = {0, 10, 1, 9, 0.4f, 6};
+  for (bool tiled : {false, true}) {
+    for (int s = 0; s < 6; ++s) {
+      f.k[s * 2] = xs[s];
+      f.k[s * 2 + 1] = 0;
+      f.v[s * 2] = static_cast<float>(s);
+      f.v[s * 2 + 1] = 10.0f * s;
+    }
+    f.log_w = {0, 0, 0, 0, std::log(3.0f), -INFINITY};
+    f.Store();
+    const std::vector<float> w = Merged(f, {0, 1}, 2, tiled, INFINITY, /*merge_values=*/true);
+    EXPECT_NEAR(w[0], std::log(5.0f), 1e-6) << "the weights are merge's; tiled " << tiled;
+    EXPECT_NEAR(w[1], std::log(2.0f), 1e-6) << tiled;
+    const LayerKv L = f.layer();
+    // Slot 0 stands for slots 0, 2 and 4 (weights 1, 1, 3): (0 + 2 + 3 * 4) / 5 = 2.8.
+    EXPECT_NEAR(L.Value(0, 0)[0], 2.8f, 1e-5) << tiled;
+    EXPECT_NEAR(L.Value(0, 0)[1], 28.0f, 1e-4) << tiled;
+    // Slot 1 for slots 1 and 3; slot 5 (weight 0) adds nothing: (1 + 3) / 2.
+    EXPECT_NEAR(L.Value(1, 0)[0], 2.0f, 1e-5) << tiled;
+    EXPECT_NEAR(L.Value(1, 0)[1], 20.0f, 1e-4) << tiled;
+    for (int s = 2; s < 6; ++s) EXPECT_EQ(L.Value(s, 0)[0], static_cast<float>(s)) << "evicted slot " << s << " untouched";
+    for (int s = 0; s < 6; ++s) EXPECT_EQ(L.Key(s, 0)[0], xs[s]) << "keys stay; slot " << s;
+  }
+  // Without merge_values the values stay.
+  f.Store();
+  Merged(f, {0, 1}, 2, true);
+  EXPECT_EQ(f.layer().Value(0, 0)[0], 0.0f);
 }
 
 TEST(MergeEvictedWeightsTest, WithARadiusAnEvictedEntryFarFromEveryKeptKeyIsDropped) {
@@ -124,7 +157,7 @@ TEST(MergeEvictedWeightsTest, TheBackendFormMatchesTheReferenceAndConservesTheWe
       auto backend = MakeCpuBackend();
       std::vector<float> op(ref.size());
       const LayerKv L = f.layer();
-      backend->MergeEvictedWeights(L.kv, L.pages.data(), len, kept.data(), k, INFINITY, op.data());
+      backend->MergeEvictedWeights(L.kv, L.pages.data(), len, kept.data(), k, INFINITY, false, op.data());
       for (size_t i = 0; i < ref.size(); ++i) {
         EXPECT_NEAR(fast[i], ref[i], 1e-4) << "len " << len << " entry " << i;
         EXPECT_EQ(op[i], fast[i]) << "the CPU backend runs the tiled form";
@@ -145,6 +178,32 @@ TEST(MergeEvictedWeightsTest, TheBackendFormMatchesTheReferenceAndConservesTheWe
         for (int64_t s = 0; s < len; ++s) before += std::exp(static_cast<double>(L.LogWeight(s, h)));
         for (int64_t i = 0; i < k; ++i) after += std::exp(static_cast<double>(ref[h * k + i]));
         EXPECT_NEAR(after, before, 1e-6 * before) << "head " << h << ": the kept entries carry the whole weight (to float log-weights)";
+      }
+      // Values merged too, with a radius that merges some (as above): the reference and the backend's form
+      // write the same kept V rows (to f16 rounding: their double sums add in another order).
+      LayerFixture g(len, heads, d, 16, dtype);
+      g.k = f.k;
+      g.v = f.v;
+      g.log_w = f.log_w;
+      f.Store();
+      g.Store();
+      const std::vector<float> ref_v = Merged(f, kept, k, false, 1.0f, true);
+      std::vector<float> op_v(ref_v.size());
+      backend->MergeEvictedWeights(g.layer().kv, g.layer().pages.data(), len, kept.data(), k, 1.0f, true, op_v.data());
+      int64_t changed = 0;
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t i = 0; i < k; ++i) {
+          const int32_t s = kept[h * k + i];
+          EXPECT_NEAR(op_v[h * k + i], ref_v[h * k + i], 1e-4) << "merge-values weights, len " << len;
+          const std::vector<float> a = f.layer().Value(s, h), b = g.layer().Value(s, h);
+          for (int64_t e = 0; e < d; ++e) {
+            EXPECT_NEAR(b[e], a[e], 2e-3 * std::max(1.0f, std::fabs(a[e]))) << "len " << len << " slot " << s;
+            changed += std::fabs(a[e] - f.v[(s * heads + h) * d + e]) > 0.01f;
+          }
+        }
+      }
+      if (len > 100) {
+        EXPECT_GT(changed, 0) << "len " << len << ": no kept value changed";
       }
     }
   }
@@ -230,6 +289,54 @@ TEST(MergeEvictedWeightsTest, AttentionOverMergedEntriesIsCloserToTheFullCache) 
   EXPECT_LT(err_merge, 0.05 * err_drop) << "merged " << err_merge << ", dropped " << err_drop;
 }
 
+TEST(MergeEvictedWeightsTest, MergedValuesBringAttentionCloserStillWhenNeighboursSayDifferentThings) {
+  // 12 kinds of key, each seen 10-30 times with a little noise, but each copy's value far from
+  // its kind's (noise 1): one kept entry per kind, weighted for its copies, still speaks with
+  // one copy's value unless the values merge too.
+  const int64_t kinds = 12, d = 8;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<int64_t> copies;
+  for (int64_t c = 0; c < kinds; ++c) copies.push_back(10 + (c * 7) % 21);
+  const int64_t len = std::accumulate(copies.begin(), copies.end(), int64_t{0});
+  LayerFixture full(len, 1, d), weights_only(len, 1, d), with_values(len, 1, d);
+  std::vector<int32_t> kept;
+  for (int64_t c = 0, s = 0; c < kinds; ++c) {
+    std::vector<float> key(static_cast<size_t>(d));
+    for (float& x : key) x = n(rng);
+    for (int64_t i = 0; i < copies[c]; ++i, ++s) {
+      if (i == 0) kept.push_back(static_cast<int32_t>(s));
+      for (int64_t e = 0; e < d; ++e) {
+        full.k[s * d + e] = key[e] + 0.02f * n(rng);
+        full.v[s * d + e] = n(rng);
+      }
+    }
+  }
+  for (LayerFixture* f : {&full, &weights_only, &with_values}) {
+    f->k = full.k;
+    f->v = full.v;
+    f->Store();
+  }
+  const int64_t k = kinds;
+  for (auto [f, values] : {std::pair{&weights_only, false}, std::pair{&with_values, true}}) {
+    const std::vector<float> w = Merged(*f, kept, k, false, kMergeNearRadius, values);
+    const LayerKv L = f->layer();
+    cpu::CompactKv(L.kv, L.pages.data(), L.len, kept.data(), w.data(), k, nullptr);
+  }
+  double err_weights = 0, err_values = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<float> q(static_cast<size_t>(d));
+    for (float& x : q) x = 0.5f * n(rng);
+    const std::vector<double> want = Attend(full.layer(), len, q, nullptr),
+                              a = Attend(weights_only.layer(), k, q, nullptr), b = Attend(with_values.layer(), k, q, nullptr);
+    for (int64_t e = 0; e < d; ++e) {
+      err_weights += (a[e] - want[e]) * (a[e] - want[e]);
+      err_values += (b[e] - want[e]) * (b[e] - want[e]);
+    }
+  }
+  EXPECT_LT(err_values, 0.05 * err_weights) << "values merged " << err_values << ", weights only " << err_weights;
+}
+
 TEST(MergeEvictedWeightsTest, LayerCompressorMergesOnADevicePoolAsTheReferenceDoes) {
   const int64_t len = 90, kvh = 2, group = 2, d = 8, hidden = 16, window_len = 6, k = 20;
   LayerFixture f(len, kvh, d), dev(len, kvh, d);
@@ -258,6 +365,23 @@ TEST(MergeEvictedWeightsTest, LayerCompressorMergesOnADevicePoolAsTheReferenceDo
     for (int64_t i = 0; i < k; ++i) {
       EXPECT_EQ(L.Key(i, h), f.layer().Key(sel.slots[h * k + i], h)) << "head " << h << " entry " << i;
       EXPECT_NEAR(L.LogWeight(i, h), want[h * k + i], 1e-4) << "head " << h << " entry " << i;
+    }
+  }
+  // kMergeValues: merge-near's weights, and the kept V rows the reference's means.
+  LayerFixture g(len, kvh, d), dev_values(len, kvh, d);
+  g.FillRandom(6);
+  dev_values.FillRandom(6);
+  const std::vector<float> want_values = Merged(g, sel.slots, k, false, kMergeNearRadius, true);
+  LayerCompressor merging_values(backend, dynamic_cast<const ScoringPolicy&>(*p), 1, EvictedWeight::kMergeValues);
+  ASSERT_TRUE(merging_values
+                  .Compress(dev_values.Request(window, window_len, kvh * group, wo, k), dev_values.pool,
+                            dev_values.seq, 0, &stats)
+                  .ok());
+  for (int64_t h = 0; h < kvh; ++h) {
+    for (int64_t i = 0; i < k; ++i) {
+      EXPECT_NEAR(dev_values.layer().LogWeight(i, h), want_values[h * k + i], 1e-4) << "head " << h << " entry " << i;
+      const std::vector<float> got = dev_values.layer().Value(i, h), ref = g.layer().Value(sel.slots[h * k + i], h);
+      for (int64_t e = 0; e < d; ++e) EXPECT_NEAR(got[e], ref[e], 1e-5) << "head " << h << " entry " << i;
     }
   }
   // Under kDrop the kept entries keep their own weight (0 here).

@@ -190,6 +190,8 @@ TEST_F(SequenceCompressorTest, ChunkModeMergesNearKeysByDefaultAndPrefillEndDrop
       EXPECT_EQ(by_default.tokens, same.tokens) << what;
       EXPECT_EQ(by_default.step_logits, same.step_logits) << what;
       EXPECT_NE(by_default.step_logits, other.step_logits) << what << ": the merge changes no logit here";
+      kv.evicted_weight = EvictedWeight::kMergeValues;
+      EXPECT_NE(Run(prompt, kv, 8, 64, 16).step_logits, near.step_logits) << what << ": merge-values merged no value";
     }
   }
 }

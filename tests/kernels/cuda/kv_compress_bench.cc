@@ -110,7 +110,7 @@ CompressMs TimeCompression(Backend& gpu, cudaStream_t stream, const WeightView& 
   t.merge = TimeMs(stream, 5, [&] { gpu.CriticalKvScores(scores, norms, len, kKvHeads, len, keep / 2, 1e-4f, merged); });
   t.topk = TimeMs(stream, 5, [&] { gpu.TopKPerHead(merged, kKvHeads, len, keep, kept); });
   float* merged_log_w = a.Alloc<float>(kKvHeads * keep);
-  t.evicted = TimeMs(stream, 3, [&] { gpu.MergeEvictedWeights(kv, pages.data(), len, kept, keep, 0.5f /* merge-near */, merged_log_w); });
+  t.evicted = TimeMs(stream, 3, [&] { gpu.MergeEvictedWeights(kv, pages.data(), len, kept, keep, 0.5f /* merge-near */, false, merged_log_w); });
   // In place again and again: the data turns to garbage, the memory traffic stays the same.
   t.compact = TimeMs(stream, 5, [&] { gpu.CompactKv(kv, pages.data(), len, kept, nullptr, keep); });
   return t;

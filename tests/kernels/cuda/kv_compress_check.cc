@@ -279,10 +279,10 @@ TEST_F(CudaKvCompress, MergeEvictedWeightsAsTheCpu) {
     const std::vector<int32_t> slots = testing::RandomKeptSlots(len, kvh, k, rng);
     std::vector<float> want(static_cast<size_t>(kvh * k));
     (reference ? cpu::MergeEvictedWeights : cpu::MergeEvictedWeightsTiled)(L.Host(), L.pages.data(), len, slots.data(),
-                                                                          k, radius, want.data());
+                                                                          k, radius, false, want.data());
     PagedKv dev = Device(L);
     float* out = Up(std::vector<float>(want.size(), 0.0f));
-    gpu_->MergeEvictedWeights(dev, L.pages.data(), len, Up(slots), k, radius, out);
+    gpu_->MergeEvictedWeights(dev, L.pages.data(), len, Up(slots), k, radius, false, out);
     const std::vector<float> got = Down(out, want.size());
     int64_t differ = 0;
     for (int64_t h = 0; h < kvh; ++h) {
@@ -302,6 +302,33 @@ TEST_F(CudaKvCompress, MergeEvictedWeightsAsTheCpu) {
   }
 }
 
+// Values merged too (--evicted-weight merge-values): the kept log-weights and the whole V pool
+// after the op (each kept entry's V the weighted mean of its merged values, every other row as
+// it was) against the double reference, on the small layer with and without a radius.
+TEST_F(CudaKvCompress, MergeEvictedValuesAsTheCpuReference) {
+  for (float radius : {INFINITY, 1.2f}) {
+    const int64_t len = 300, k = 40, hd = 128, kvh = 8, ps = 16;
+    Layer L(len, ps, kvh, hd, 77);
+    std::mt19937 rng(5);
+    const std::vector<int32_t> slots = testing::RandomKeptSlots(len, kvh, k, rng);
+    PagedKv dev = Device(L);  // before the reference changes L.v in place
+    std::vector<float> want(static_cast<size_t>(kvh * k));
+    cpu::MergeEvictedWeights(L.Host(), L.pages.data(), len, slots.data(), k, radius, true, want.data());
+    float* out = Up(std::vector<float>(want.size(), 0.0f));
+    gpu_->MergeEvictedWeights(dev, L.pages.data(), len, Up(slots), k, radius, true, out);
+    const std::vector<float> got = Down(out, want.size());
+    const std::vector<float> got_v = Down(static_cast<float*>(dev.v), L.v.size());
+    int64_t differ = 0, v_differ = 0;
+    for (size_t j = 0; j < want.size(); ++j) differ += std::fabs(got[j] - want[j]) > 1e-4f * std::max(1.0f, std::fabs(want[j]));
+    for (size_t j = 0; j < L.v.size(); ++j) v_differ += std::fabs(got_v[j] - L.v[j]) > 1e-5f * std::max(1.0f, std::fabs(L.v[j]));
+    EXPECT_EQ(differ, 0) << "radius " << radius;
+    EXPECT_EQ(v_differ, 0) << "radius " << radius;
+    std::printf("merge evicted values, len %lld k %lld radius %.1f: %lld log-weights, %lld V elements differ\n",
+                static_cast<long long>(len), static_cast<long long>(k), radius, static_cast<long long>(differ),
+                static_cast<long long>(v_differ));
+  }
+}
+
 // Greedy generation with SnapKV and CriticalKV at both compression points, CPU vs CUDA.
 void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::vector<int32_t>& prompt) {
   auto tokenizer = Tokenizer::Create(model.tokenizer);
@@ -310,7 +337,7 @@ void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::ve
   for (const char* policy : {"snapkv", "criticalkv"}) {
     // Chunk mode with the question probe (the default, probe_slots on the device path) and
     // without it, and prefill_end.
-    // The last rows add --evicted-weight merge and merge-near (MergeEvictedWeights inside a real prefill).
+    // The last rows add --evicted-weight merge, merge-near and merge-values (MergeEvictedWeights inside a real prefill).
     struct Mode {
       CompressAt at;
       ChunkScoring scoring;
@@ -320,7 +347,8 @@ void CompareCompressedGeneration(const Model& model, Backend& gpu, const std::ve
                                                Mode{CompressAt::kChunk, ChunkScoring::kWindow, EvictedWeight::kDrop},
                                                Mode{CompressAt::kPrefillEnd, ChunkScoring::kQuestion, EvictedWeight::kDrop},
                                                Mode{CompressAt::kChunk, ChunkScoring::kQuestion, EvictedWeight::kMerge},
-                                               Mode{CompressAt::kChunk, ChunkScoring::kQuestion, EvictedWeight::kMergeNear}}) {
+                                               Mode{CompressAt::kChunk, ChunkScoring::kQuestion, EvictedWeight::kMergeNear},
+                                               Mode{CompressAt::kChunk, ChunkScoring::kQuestion, EvictedWeight::kMergeValues}}) {
       GenerationOptions o;
       o.max_new_tokens = 40;
       o.ignore_eos = true;
