@@ -41,9 +41,14 @@ constexpr Row kFlags[] = {
     {"deadline", {"SECONDS", "per-call deadline (0: none)"}},
     {"decode-share", {"S", "share of engine time kept for decoding while a long prompt prefills, in [0, 0.9]"}},
     {"default-max-new-tokens", {"N", "max_new_tokens of a request that sets none"}},
+    {"deterministic", {"", "CPU: a request's tokens bit-identical whatever else is batched with it and whatever "
+                           "--prefill-chunk (slower prefill)"}},
     {"device", {"DEVICE", "compute backend: cpu, cuda, or auto (CUDA when a GPU is present, else CPU)"}},
     {"drain-timeout", {"SECONDS", "on SIGTERM, wait this long for calls, then cancel them"}},
-    {"evicted-weight", {"WHAT", "the evicted entries' weight: drop, merge (each to the kept entry with the nearest key) or merge-near (only to a like one); default merge-near for snapkv/criticalkv in chunk mode, else drop"}},
+    {"evicted-weight", {"WHAT", "the evicted entries' weight: drop, merge (each to the kept entry with the nearest key), "
+                             "merge-near (only to a like one) or merge-values (merge-near, and each kept value becomes the "
+                             "weighted mean of the values merged into it); default merge-near for snapkv/criticalkv in "
+                             "chunk mode, else drop"}},
     {"first-stage-ratio", {"R", "CriticalKV: share of the budget chosen by attention alone"}},
     {"fit-count", {"N", "requests submitted to measure admission"}},
     {"fit-memory", {"BYTES", "measure how many requests a pool of this size admits at once"}},

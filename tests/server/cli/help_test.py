@@ -18,7 +18,8 @@ def flags_without_help(text):
     start = next(i for i, l in enumerate(lines) if l.startswith("Options:")) + 1
     missing = []
     for i in range(start, len(lines)):
-        m = re.match(r"^  (-\S+)(?: (\S+))?(\s{2,}\S.*)?$", lines[i])
+        # rstrip: CLI11 pads an option with no description with spaces to the description column.
+        m = re.match(r"^  (-\S+)(?: (\S+))?(\s{2,}\S.*)?$", lines[i].rstrip())
         if not m:
             continue
         described = m.group(3) or (i + 1 < len(lines) and re.match(r"^\s{20,}\S", lines[i + 1]))

@@ -1,7 +1,7 @@
 #include <cctype>
-// The flag help names every KV policy, budget plan, compress-at and chunk-scoring value the
-// engine accepts. The help (server/flags) cannot read the engine's name tables, so this test
-// is what keeps a new policy's row in KvPolicyTable() from going unmentioned in --help.
+// The flag help names every KV policy, budget plan, compress-at, chunk-scoring and evicted-weight
+// value the engine accepts. The help (server/flags) cannot read the engine's name tables, so this
+// test is what keeps a new name in one of them from going unmentioned in --help.
 #include <string>
 #include <string_view>
 
@@ -41,6 +41,11 @@ TEST(KvNameHelpTest, BudgetPlanHelpNamesEveryPlan) {
 TEST(KvNameHelpTest, CompressAtAndChunkScoringHelpNameEveryValue) {
   for (std::string_view name : CompressAtNames()) EXPECT_TRUE(NamesWord(HelpOf("compress-at").help, name)) << name;
   for (std::string_view name : ChunkScoringNames()) EXPECT_TRUE(NamesWord(HelpOf("chunk-scoring").help, name)) << name;
+}
+
+TEST(KvNameHelpTest, EvictedWeightHelpNamesEveryValue) {
+  const std::string_view help = HelpOf("evicted-weight").help;
+  for (std::string_view name : EvictedWeightNames()) EXPECT_TRUE(NamesWord(help, name)) << name << " in: " << help;
 }
 
 TEST(KvNameHelpTest, NamesWordFindsOnlyWholeNames) {
