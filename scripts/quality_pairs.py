@@ -42,7 +42,7 @@ def bootstrap_mean(values, resamples=5000, seed=0):
 
 
 LOG_HEADER = re.compile(r"^kvserve eval: .*, (\d+) samples each, (\S+) prompts, seed (\d+)")
-LOG_ROW = re.compile(r"^  (\S+) (\S+): ([0-9.]+) \(nll gap ([^;)]+)")
+LOG_ROW = re.compile(r"^  (\S+) (\S+): ([0-9.]+) \(nll gap ([^;)]+)(?:; answer nll ([^;)]+))?")
 LOG_SAMPLE = re.compile(r"^\[(\w+)@(\d+) (\d+)/\d+\]")
 
 
@@ -60,12 +60,13 @@ def load_log(path, samples):
                 draw, pending = this, []
             elif m := LOG_ROW.match(line):
                 policy, budget = m.group(1), m.group(2)
-                gap = float(m.group(4))
+                gap, nll = float(m.group(4)), float(m.group(5) or "nan")
                 pending.append((policy if budget == "-" else f"{policy}/{budget}", float(m.group(3)) >= 0.5,
-                                None if math.isnan(gap) else gap))
+                                None if math.isnan(gap) else gap, None if math.isnan(nll) else nll))
             elif m := LOG_SAMPLE.match(line):
-                for row, correct, gap in pending:
-                    samples.setdefault((row, m.group(1), int(m.group(2))), {})[int(m.group(3)) - 1] = (correct, gap)
+                for row, correct, gap, nll in pending:
+                    samples.setdefault((row, m.group(1), int(m.group(2))), {})[int(m.group(3)) - 1] = \
+                        (correct, gap, nll)
                 pending = []
     if draw is None:
         sys.exit(f"quality_pairs: {path} has no 'kvserve eval:' header line")
@@ -84,14 +85,16 @@ def load_json(path, samples):
         # The full cache's row has no budget ('-'): it is named by its policy alone.
         row = c["policy"] if c["budget"] == "-" else f'{c["policy"]}/{c["budget"]}'
         key = (row, c["task"], c["context"])
+        # A run with --no-full-reference has answer NLLs and no gaps; older files have gaps only.
         gaps = c.get("answer_nll_gaps") or [None] * len(c["values"])
-        for i, (v, g) in enumerate(zip(c["values"], gaps)):
-            samples.setdefault(key, {})[first + i] = (v >= 0.5, g)
+        nlls = c.get("answer_nlls") or [None] * len(c["values"])
+        for i, (v, g, nll) in enumerate(zip(c["values"], gaps, nlls)):
+            samples.setdefault(key, {})[first + i] = (v >= 0.5, g, nll)
     return (meta.get("seed", 0), meta["samples"], meta.get("prompt_style", "plain"))
 
 
 def load(patterns):
-    """{(policy/budget, task, context): {sample: (correct, nll_gap)}} and the draw's identity,
+    """{(policy/budget, task, context): {sample: (correct, nll_gap, answer_nll)}} and the draw's identity,
     from --json result files (and --verbose logs, *.log)."""
     files = sorted({f for p in patterns.split() for f in glob.glob(p)})
     if not files:
@@ -103,6 +106,16 @@ def load(patterns):
             sys.exit(f"quality_pairs: {path} is another draw (seed, samples, style {this} against {draw})")
         draw = this
     return samples, draw
+
+
+def paired_difference(base, new):
+    """new's answer NLL gap minus base's for one sample: the same as the difference of their
+    answer NLLs (the full cache's NLL cancels), which is what a side without gaps has."""
+    if new[2] is not None and base[2] is not None:
+        return new[2] - base[2]
+    if new[1] is not None and base[1] is not None:
+        return new[1] - base[1]
+    return None
 
 
 def compare(base, new, base_row, new_row, full_row, out=None, full_runs=None):
@@ -135,7 +148,7 @@ def compare(base, new, base_row, new_row, full_row, out=None, full_runs=None):
                 lo, hi = wilson(kept, len(right))
                 share = kept / len(right) if right else 0.0
                 print(f"  {side}: {kept} of the full cache's {len(right)} ({share:.1%} [{lo:.1%}, {hi:.1%}])", file=out)
-        diffs = [n[i][1] - b[i][1] for i in ids if n[i][1] is not None and b[i][1] is not None]
+        diffs = [d for d in (paired_difference(b[i], n[i]) for i in ids) if d is not None]
         if diffs:
             mean = sum(diffs) / len(diffs)
             lo, hi = bootstrap_mean(diffs)

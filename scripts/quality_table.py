@@ -60,6 +60,13 @@ def pooled(a, b):
         c["answer_nll_gaps"] = a["answer_nll_gaps"] + b["answer_nll_gaps"]
         c["answer_nll_gap"] = sum(c["answer_nll_gaps"]) / len(c["answer_nll_gaps"])
         c["answer_nll_gap_ci95"] = bootstrap_mean(c["answer_nll_gaps"])
+    else:  # a slice run with --no-full-reference has none: a gap over part of the samples would mislead
+        for key in ("answer_nll_gaps", "answer_nll_gap", "answer_nll_gap_ci95"):
+            c.pop(key, None)
+    if "answer_nlls" in a and "answer_nlls" in b:
+        c["answer_nlls"] = a["answer_nlls"] + b["answer_nlls"]
+    else:
+        c.pop("answer_nlls", None)
     if "needle_held" in a and "needle_held" in b:
         c["needle_held"] = a["needle_held"] + b["needle_held"]
     c["peak_kv_bytes"] = max(a["peak_kv_bytes"], b["peak_kv_bytes"])

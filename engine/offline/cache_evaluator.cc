@@ -70,8 +70,11 @@ absl::Status CacheEvaluator::Prefill(const EvalSample& sample) {
   }
   prefilled_.Release(*pool_);
   sample_ = sample;
+  sample_loaded_ = true;
   answer_spans_ = sample_.continuation.empty() ? AnswerSpans(tokenizer_, sample_.context, sample_.answers)
                                                : std::vector<std::pair<int64_t, int64_t>>{};
+  prefill_seconds_ = 0;
+  if (!options_.full_reference) return absl::OkStatus();
   window_ = QueryWindow(c.n_layers, options_.window, c.n_heads, c.head_dim);
   const auto t0 = Clock::now();
   const absl::Span<const int32_t> tokens = sample_.context;
@@ -180,8 +183,11 @@ absl::StatusOr<bool> CacheEvaluator::Answer(SequenceKv& seq, SequenceCompressor*
 }
 
 absl::StatusOr<EvalScore> CacheEvaluator::Score(const CompressionSettings& settings) {
-  if (prefilled_.layer_len.empty() || prefilled_.layer_len[0] == 0) {
-    return absl::FailedPreconditionError("Score needs a prefilled sample");
+  if (!sample_loaded_) return absl::FailedPreconditionError("Score needs a prefilled sample");
+  if (!options_.full_reference && (!settings.active() || settings.at != CompressAt::kChunk ||
+                                   !sample_.continuation.empty())) {
+    return absl::FailedPreconditionError(
+        "without the full cache's prefill only chunk-mode compression of a retrieval sample can be scored");
   }
   if (settings.window != options_.window) {
     return absl::InvalidArgumentError(absl::StrCat("settings window ", settings.window,
@@ -223,7 +229,9 @@ absl::StatusOr<EvalScore> CacheEvaluator::Score(const CompressionSettings& setti
     const std::vector<float>& first = chunked ? chunk_logits : last_logits_;
     absl::StatusOr<double> nll = AnswerNll(clone.seq(), comp ? comp->window() : nullptr, first);
     if (!nll.ok()) return nll.status();
-    score.answer_nll_gap = *nll - full_answer_nll_;
+    score.answer_nll = *nll;
+    score.answer_nll_gap =
+        options_.full_reference ? *nll - full_answer_nll_ : std::numeric_limits<double>::quiet_NaN();
     absl::StatusOr<bool> right = Answer(clone.seq(), comp.get(), first);
     if (!right.ok()) return right.status();
     score.value = *right ? 1.0 : 0.0;

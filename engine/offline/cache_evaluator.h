@@ -30,6 +30,10 @@ struct CacheEvaluatorOptions {
   int64_t page_size = 16;
   int64_t prefill_chunk = 512;
   int64_t answer_tokens = 12; // greedy tokens a retrieval answer may take
+  // false: Prefill only loads the sample, and Score takes chunk-mode retrieval settings alone
+  // (they prefill again anyway), with no answer NLL gap (NaN). Half an 8K chunk-mode row's
+  // time is the full cache's prefill, which two such rows compare without.
+  bool full_reference = true;
 };
 
 // Greedy tokens a retrieval answer may take: the configured count, or, for an answer of
@@ -44,6 +48,8 @@ struct EvalScore {
   // Retrieval: -log p(answer tokens | context) under these settings minus the same with the
   // full cache (nats; > 0: the compressed cache makes the right answer less likely). NaN for kl.
   double answer_nll_gap = 0;
+  // Retrieval: -log p(answer tokens | context) under these settings (nats). NaN for kl.
+  double answer_nll = std::numeric_limits<double>::quiet_NaN();
   int64_t peak_kv_bytes = 0;   // most KV bytes the context's prefill held, with its compression
   // Retrieval: of every (layer, KV head) pair, the share that still holds every token of the
   // answer's needle once the prompt is in (1 for the full cache). NaN for kl, merge-reduce, or
@@ -57,7 +63,8 @@ class CacheEvaluator {
   ~CacheEvaluator();
 
   // Prefills sample.context with the full cache (replacing the previous sample), recording
-  // the query window; for a kl sample also the full cache's continuation logits.
+  // the query window; for a kl sample also the full cache's continuation logits. Without
+  // options.full_reference it only takes the sample (no prefill).
   absl::Status Prefill(const EvalSample& sample);
 
   // The sample under `settings` (policy "full": the uncompressed cache). A sample with a
@@ -65,7 +72,7 @@ class CacheEvaluator {
   // answer scores 1 when the greedy answer contains it, else 0.
   absl::StatusOr<EvalScore> Score(const CompressionSettings& settings);
 
-  double prefill_seconds() const { return prefill_seconds_; }
+  double prefill_seconds() const { return prefill_seconds_; }  // 0 without full_reference
   // Tokens per layer the last Score's cache kept to, mean over layers (the context's length
   // for the full cache; what auto:RISK picked for an auto budget).
   double last_mean_quota() const { return last_mean_quota_; }
@@ -94,6 +101,7 @@ class CacheEvaluator {
   std::unique_ptr<PagePool> pool_;
   std::unique_ptr<LlamaForward> forward_;
   EvalSample sample_;
+  bool sample_loaded_ = false;
   SequenceKv prefilled_;
   QueryWindow window_;
   std::vector<float> last_logits_;  // [vocab] after the context, with the full cache

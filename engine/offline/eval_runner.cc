@@ -59,6 +59,10 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
     return absl::InvalidArgumentError(absl::StrCat("sample range ", plan.first_sample, ":", plan.sample_end(),
                                                    " is not a non-empty part of [0, ", plan.samples, ")"));
   }
+  if (!plan.full_reference &&
+      std::find(plan.tasks.begin(), plan.tasks.end(), EvalTask::kKl) != plan.tasks.end()) {
+    return absl::InvalidArgumentError("--no-full-reference cannot score the kl task (it needs the full cache's logits)");
+  }
   EvalTable table;
   table.rows = EvalRows(plan);
   for (EvalTask t : plan.tasks) {
@@ -91,6 +95,10 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
     s.budget = row.budget;
     s.auto_risk = row.auto_risk;
     if (absl::Status st = ValidateCompressionSettings(s, model.config.n_layers); !st.ok()) return st;
+    if (!plan.full_reference && (!s.active() || s.at != CompressAt::kChunk)) {
+      return absl::InvalidArgumentError(absl::StrCat("--no-full-reference scores chunk-mode rows only; row '",
+                                                     row.policy, "' needs the full cache's prefill"));
+    }
     settings.push_back(s);
   }
 
@@ -101,6 +109,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
   o.page_size = plan.page_size;
   o.prefill_chunk = plan.prefill_chunk;
   o.answer_tokens = plan.answer_tokens;
+  o.full_reference = plan.full_reference;
   CacheEvaluator evaluator(model, tokenizer, backend, o);
   // Long runs say where they are at least every kProgressSeconds, not only per context.
   constexpr double kProgressSeconds = 30;
@@ -134,6 +143,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
         cell.values.push_back(score->value);
         if (column.task != EvalTask::kKl) {
           cell.nll_gaps.push_back(score->answer_nll_gap);
+          cell.answer_nlls.push_back(score->answer_nll);
           cell.needle_held.push_back(score->answer_kept);
         }
         cell.budget_shares.push_back(
@@ -152,8 +162,8 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
                                        ? ""
                                        : absl::StrFormat("; needle held by %.0f%% of layer-heads",
                                                          100 * score->answer_kept);
-          say(absl::StrFormat("  %s %.2f: %.4f (nll gap %.3f%s)%s", table.rows[r].policy, table.rows[r].budget,
-                              score->value, score->answer_nll_gap, kept,
+          say(absl::StrFormat("  %s %.2f: %.4f (nll gap %.3f; answer nll %.3f%s)%s", table.rows[r].policy,
+                              table.rows[r].budget, score->value, score->answer_nll_gap, score->answer_nll, kept,
                                    column.task == EvalTask::kKl
                                        ? ""
                                        : absl::StrCat(" '", absl::StrReplaceAll(evaluator.last_answer(),
@@ -162,11 +172,13 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
       }
       if (checkpoint) checkpoint(table);
       if (!progress) continue;
-      std::string line = absl::StrFormat("[%s@%d %d/%d] %s: prefill %.1f s (%.0f tok/s), %d configs %.1f s",
+      const std::string prefill =
+          plan.full_reference ? absl::StrFormat("prefill %.1f s (%.0f tok/s)", evaluator.prefill_seconds(),
+                                                static_cast<double>(column.context) / evaluator.prefill_seconds())
+                              : std::string("no full prefill");
+      std::string line = absl::StrFormat("[%s@%d %d/%d] %s: %s, %d configs %.1f s",
                                          std::string(EvalTaskName(column.task)), column.context, i + 1, plan.samples,
-                                         sample.source, evaluator.prefill_seconds(),
-                                         static_cast<double>(column.context) / evaluator.prefill_seconds(),
-                                         table.rows.size(),
+                                         sample.source, prefill, table.rows.size(),
                                          std::chrono::duration<double>(Clock::now() - t0).count());
       if (column.task != EvalTask::kKl && !full_answer.empty()) {
         absl::StrAppend(&line, "; answer ", absl::StrJoin(sample.answers, " & "), ", full cache said '",

@@ -39,6 +39,9 @@ struct EvalPlan {
   int64_t page_size = 16;
   int64_t prefill_chunk = 512;
   bool verbose = false;               // a progress line per configuration, with its answer
+  // false (--no-full-reference): no full-cache prefill per sample, so no answer NLL gaps;
+  // only chunk-mode rows of retrieval tasks (CacheEvaluatorOptions::full_reference).
+  bool full_reference = true;
 };
 
 // The rows the plan asks for: full once (if asked), then each other policy x budget, then

@@ -1,6 +1,7 @@
 // The eval result table: cells, means with intervals, markdown and JSON.
 #include "engine/offline/eval_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -32,6 +33,10 @@ std::string Header(const EvalTable& t, const std::string& first_columns) {
 }  // namespace
 
 double EvalCell::mean() const { return Mean(values); }
+bool EvalCell::has_nll_gaps() const {
+  return !nll_gaps.empty() && std::none_of(nll_gaps.begin(), nll_gaps.end(), [](double g) { return std::isnan(g); });
+}
+
 double EvalCell::mean_nll_gap() const { return Mean(nll_gaps); }
 double EvalCell::budget_share() const { return Mean(budget_shares); }
 Interval EvalCell::nll_gap_interval() const { return BootstrapMeanInterval(nll_gaps); }
@@ -68,7 +73,7 @@ std::string FormatEvalTable(const EvalTable& t) {
     absl::StrAppend(&out, "| ", t.rows[r].policy, " | ", BudgetLabel(t.rows[r]), " |");
     for (size_t c = 0; c < t.columns.size(); ++c) {
       const EvalCell& cell = t.cell(r, c);
-      if (t.columns[c].task == EvalTask::kKl) {
+      if (t.columns[c].task == EvalTask::kKl || !cell.has_nll_gaps()) {
         out += " - |";
         continue;
       }
@@ -98,10 +103,13 @@ std::string EvalTableJson(const EvalTable& t, const std::string& meta_json) {
                           {"peak_kv_bytes", cell.peak_kv_bytes},
                           {"values", cell.values}};
       if (task != EvalTask::kKl) {
-        const Interval g = cell.nll_gap_interval();
-        j["answer_nll_gap"] = cell.mean_nll_gap();
-        j["answer_nll_gap_ci95"] = {g.low, g.high};
-        j["answer_nll_gaps"] = cell.nll_gaps;
+        if (cell.has_nll_gaps()) {
+          const Interval g = cell.nll_gap_interval();
+          j["answer_nll_gap"] = cell.mean_nll_gap();
+          j["answer_nll_gap_ci95"] = {g.low, g.high};
+          j["answer_nll_gaps"] = cell.nll_gaps;
+        }
+        j["answer_nlls"] = cell.answer_nlls;
         // Per sample, the share of layer-heads holding the needle; null where unknown.
         nlohmann::json held = nlohmann::json::array();
         for (double h : cell.needle_held) held.push_back(std::isnan(h) ? nlohmann::json() : nlohmann::json(h));

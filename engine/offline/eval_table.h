@@ -24,7 +24,8 @@ struct EvalColumn {
 
 struct EvalCell {
   std::vector<double> values;    // per sample: KL in nats (kl), or 1/0 answered right (retrieval)
-  std::vector<double> nll_gaps;  // retrieval, per sample: answer NLL minus the full cache's (nats)
+  std::vector<double> nll_gaps;  // retrieval, per sample: answer NLL minus the full cache's (nats; NaN: no full prefill)
+  std::vector<double> answer_nlls;  // retrieval, per sample: the answer's NLL under the row (nats)
   std::vector<double> needle_held;  // retrieval, per sample: EvalScore::answer_kept (NaN: unknown)
   std::vector<double> budget_shares;  // per sample: mean per-layer budget as a share of the context
   int64_t peak_kv_bytes = 0;     // the most any sample's prefill held
@@ -32,6 +33,8 @@ struct EvalCell {
   double mean() const;
   // Wilson for a retrieval accuracy, bootstrap of the mean for KL.
   Interval interval(EvalTask task) const;
+  // Whether the gaps were measured (a run without the full cache's prefill has none).
+  bool has_nll_gaps() const;
   double mean_nll_gap() const;
   Interval nll_gap_interval() const;
   double budget_share() const;

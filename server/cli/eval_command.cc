@@ -155,7 +155,8 @@ const char* kEvalHelp =
     "  picks a budget plan per row: snapkv@ripple, criticalkv@pyramid; POLICY/MODE when it compresses:\n"
     "  snapkv/prefill_end, snapkv/chunk (question scoring), snapkv/chunk:window, keydiff/chunk; a last +merge\n"
     "  merges each evicted entry's weight into the kept entry with the nearest key: snapkv/chunk+merge, +merge-near\n"
-    "  only into a like key; without one a row drops it, though serve's chunk mode merges near keys by default)\n"
+    "  only into a like key, +merge-values as +merge-near and each kept value the weighted mean of those merged\n"
+    "  into it; without one a row drops it, though serve's chunk mode merges near keys by default)\n"
     "  [--ripple-profile PROFILE.json --ripple-r 8 --ripple-gamma 4]\n"
     "  [--budgets 0.1,0.2,0.3 (fractions of the context)] [--auto-risks 0.1,0.2 (auto:RISK rows; the\n"
     "  cells then show the budget the risk picked, as a share of the context, in parentheses)]\n"
@@ -168,7 +169,9 @@ const char* kEvalHelp =
     "  [--compress-at prefill_end|chunk=prefill_end] [--chunk-headroom N=0 (chunk rows: entries above the budget\n"
     "  during the prompt; below --prefill-chunk: back to the budget after every chunk)]\n"
     "  [--verbose (a line per configuration: its answer, and the share of layer-heads still holding the needle)]\n"
-    "  [--json FILE (every cell with its samples, interval, answer NLL gap, needle held and KV peak)]\n"
+    "  [--json FILE (every cell with its samples, interval, answer NLL (gap), needle held and KV peak)]\n"
+    "  [--no-full-reference (chunk-mode retrieval rows only: skip the full-cache prefill, so no NLL gaps;\n"
+    "  two rows' answer NLLs still pair sample by sample)]\n"
     "Each context is prefilled once with the full cache; with prefill_end each policy x budget compresses\n"
     "a copy at the end of the prompt, with chunk it prefills again, compressing after every chunk.\n"
     "Progress goes to stderr, the markdown table and the wall time to stdout.\n";
@@ -183,7 +186,7 @@ int RunEval(int argc, char** argv) {
       "answer-tokens", "corpus",  "seed",    "prompt-style", "page-size", "prefill-chunk", "kv-window",
       "first-stage-ratio", "pool-kernel", "sink-tokens", "ripple-profile", "ripple-r", "ripple-gamma",
       "compress-at", "chunk-headroom", "reduce-protected-dims", "auto-risks", "json"};
-  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"verbose"}, kEvalHelp));
+  KV_ASSIGN_OR_FAIL(args, CliArgs::Parse(argc, argv, value_flags, {"verbose", "no-full-reference"}, kEvalHelp));
   if (args.help()) return 0;
   auto model_spec = args.Get("model");
   if (!model_spec) return Fail(absl::InvalidArgumentError("--model is required"));
@@ -191,6 +194,7 @@ int RunEval(int argc, char** argv) {
   KV_ASSIGN_OR_FAIL(tokenizer, Tokenizer::Create(model.tokenizer));
   KV_ASSIGN_OR_FAIL(plan, PlanFromArgs(args, model));
   plan.verbose = args.Flag("verbose");
+  plan.full_reference = !args.Flag("no-full-reference");
   std::unique_ptr<TextCorpus> corpus;
   if (std::find(plan.tasks.begin(), plan.tasks.end(), EvalTask::kKl) != plan.tasks.end()) {
     const std::string dir = args.Get("corpus").value_or(DefaultCorpusDir());
@@ -223,6 +227,7 @@ int RunEval(int argc, char** argv) {
                            {"wall_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
     // Set only with --sink-tokens: unset, each policy keeps its own (SinkTokens).
     if (plan.base.n_sink) meta["sink_tokens"] = *plan.base.n_sink;
+    if (!plan.full_reference) meta["full_reference"] = false;
     std::ofstream out(*json_path);
     out << EvalTableJson(t, meta.dump()) << "\n";
     return static_cast<bool>(out);

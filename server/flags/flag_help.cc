@@ -87,6 +87,8 @@ constexpr Row kFlags[] = {
     {"min-p", {"P", "min-p sampling cutoff, in [0, 1]"}},
     {"model", {"PATH|random:PRESET", "the model: a GGUF file, a Hugging Face folder, or random:<preset>"}},
     {"new-tokens", {"N", "tokens decoded per repeat"}},
+    {"no-full-reference", {"", "eval: skip each sample's full-cache prefill (chunk-mode retrieval rows only; "
+                               "answer NLLs, no gaps to the full cache)"}},
     {"no-special", {"", "treat special-token text as plain text"}},
     {"out", {"FILE", "where to write the result"}},
     {"page-size", {"N", "tokens per KV page"}},

@@ -3,7 +3,8 @@
 back what docs/QUALITY.md states (passkey at 8K, seed 0: the pool of 25 keeps 33 of the full
 cache's 35, the same samples as the pool of 31, none lost or gained); on slices it pools by
 sample number and names the samples lost and gained; a stopped run's --verbose log pairs as
-its JSON would; runs of different draws are refused."""
+its JSON would; runs without the full cache's prefill pair on their answer NLLs; runs of
+different draws are refused."""
 import contextlib
 import io
 import json
@@ -83,6 +84,28 @@ def main():
             assert "--full-from is another draw" in str(e), e
         else:
             raise AssertionError("--full-from of another seed was used")
+
+        # Runs made with --no-full-reference carry answer NLLs and no gaps: their paired
+        # difference is the NLLs' (the full cache's NLL cancels), from JSON and from a log alike.
+        def no_reference(first, values, nlls):
+            r = result(0, first, [("snapkv/chunk+merge-near", "0.10", values, None)])
+            r["cells"][0].pop("answer_nll_gaps")
+            r["cells"][0]["answer_nlls"] = nlls
+            return r
+        write("near.json", no_reference(0, [1, 1, 0, 1], [1.0, 2.0, 4.0, 1.5]))
+        write("values.json", no_reference(0, [1, 0, 0, 1], [1.5, 3.0, 3.0, 1.5]))
+        row = ("--row", "snapkv/chunk+merge-near/0.10")
+        (block,), text = run("--base", os.path.join(d, "near.json"), "--new", os.path.join(d, "values.json"),
+                             "--full-from", os.path.join(d, "base.json"), *row)
+        assert (block["lost"], block["full"], block["base_of_full"], block["new_of_full"]) == ([1], 3, 2, 1), block
+        assert abs(block["gap_difference"][0] - (0.5 + 1.0 - 1.0 + 0) / 4) < 1e-12, block
+        with open(os.path.join(d, "values.log"), "w") as f:
+            f.write("kvserve eval: m.gguf, 1 rows x 1 columns, 10 samples each, plain prompts, seed 0\n"
+                    "  snapkv/chunk+merge-near 0.10: 1.0000 (nll gap nan; answer nll 1.750; needle held by 50% "
+                    "of layer-heads) ' 123'\n"
+                    "[passkey@100 1/10] key at depth 0.10: no full prefill, 1 configs 1.0 s\n")
+        (block,), text = run("--base", os.path.join(d, "near.json"), "--new", os.path.join(d, "values.log"), *row)
+        assert block["n"] == 1 and abs(block["gap_difference"][0] - 0.75) < 1e-12, block
     print("ok")
 
 

@@ -2,7 +2,8 @@
 """scripts/quality_table.py --merge-samples: slices of one committed 50-sample eval result,
 pooled, give back what the eval itself computed over all 50 (mean, n, Wilson interval exactly;
 the NLL-gap bootstrap within sampling noise, since its random draws are Python's, not the
-eval's), and the rendered table shows the pooled n."""
+eval's), and the rendered table shows the pooled n; a slice without gaps leaves the pooled cell
+without one."""
 import contextlib
 import io
 import json
@@ -46,6 +47,15 @@ def main():
             assert abs(got["answer_nll_gap"] - want["answer_nll_gap"]) < 1e-9
             assert all(abs(a - b) < 0.03 for a, b in zip(got["answer_nll_gap_ci95"], want["answer_nll_gap_ci95"])), (
                 got["answer_nll_gap_ci95"], want["answer_nll_gap_ci95"])
+        # A slice without gaps (--no-full-reference) pools its answer NLLs, and the pooled cell
+        # shows no gap rather than one over part of the samples.
+        some = next(c for c in whole["cells"] if "answer_nll_gaps" in c)
+        without = {k: v for k, v in some.items() if not k.startswith("answer_nll_gap")}
+        with_nlls = dict(some, answer_nlls=[1.0] * some["n"])
+        pooled = quality_table.pooled(with_nlls, dict(without, answer_nlls=[2.0] * some["n"]))
+        assert "answer_nll_gap" not in pooled and "answer_nll_gaps" not in pooled, sorted(pooled)
+        assert pooled["answer_nlls"] == [1.0] * some["n"] + [2.0] * some["n"] and pooled["n"] == 2 * some["n"]
+        assert quality_table.fmt_gap(pooled) == "-"
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             quality_table.main(paths, merge_samples=True)

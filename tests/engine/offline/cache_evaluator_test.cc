@@ -16,6 +16,10 @@ class CacheEvaluatorTest : public ::testing::Test {
   void SetUp() override {
     kvserve::testing::MakeTinyModel(11, &model_, &tokenizer_, &backend_);
     if (HasFatalFailure()) return;
+    eval_ = std::make_unique<CacheEvaluator>(*model_, *tokenizer_, *backend_, Options());
+  }
+
+  static CacheEvaluatorOptions Options() {
     CacheEvaluatorOptions o;
     o.max_context = 300;
     o.max_extra = 24;
@@ -23,7 +27,7 @@ class CacheEvaluatorTest : public ::testing::Test {
     o.page_size = 8;
     o.prefill_chunk = 64;  // several prefill steps, as at long contexts
     o.answer_tokens = 6;
-    eval_ = std::make_unique<CacheEvaluator>(*model_, *tokenizer_, *backend_, o);
+    return o;
   }
 
   EvalSample Sample(int64_t n, int64_t continuation) const {
@@ -191,6 +195,40 @@ TEST_F(CacheEvaluatorTest, SaysWhetherTheLayersStillHoldTheNeedle) {
   s.answers = {"no such text"};
   ASSERT_TRUE(eval_->Prefill(s).ok());
   EXPECT_TRUE(std::isnan(eval_->Score(Settings("streaming", 0.25))->answer_kept));
+}
+
+TEST_F(CacheEvaluatorTest, WithoutTheFullReferenceChunkRowsScoreAlikeWithNoGap) {
+  // Chunk-mode rows never read the full cache's prefill, so skipping it (--no-full-reference)
+  // must leave their answers, answer NLLs, needle and peak exactly as they were; only the gap,
+  // which needs the full cache's NLL, goes. Rows that compress a copy of the full cache, and
+  // the full row itself, are refused rather than scored on nothing.
+  EvalSample s = Sample(250, 0);
+  s.answers = {tokenizer_->Decode(absl::MakeConstSpan(s.context).subspan(120, 3), /*render_special=*/true)};
+  s.answer_tokens = {11, 12, 13, 14};
+  CompressionSettings chunk = Settings("snapkv", 0.2);
+  chunk.at = CompressAt::kChunk;
+  ASSERT_TRUE(eval_->Prefill(s).ok());
+  auto with_reference = eval_->Score(chunk);
+  ASSERT_TRUE(with_reference.ok()) << with_reference.status();
+
+  CacheEvaluatorOptions o = Options();
+  o.full_reference = false;
+  CacheEvaluator alone(*model_, *tokenizer_, *backend_, o);
+  EXPECT_EQ(alone.Score(chunk).status().code(), absl::StatusCode::kFailedPrecondition);  // no sample yet
+  ASSERT_TRUE(alone.Prefill(s).ok());
+  EXPECT_EQ(alone.prefill_seconds(), 0.0);
+  auto without = alone.Score(chunk);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->value, with_reference->value);
+  EXPECT_EQ(without->answer_nll, with_reference->answer_nll);
+  EXPECT_FALSE(std::isnan(without->answer_nll));
+  EXPECT_EQ(without->answer_kept, with_reference->answer_kept);
+  EXPECT_EQ(without->peak_kv_bytes, with_reference->peak_kv_bytes);
+  EXPECT_TRUE(std::isnan(without->answer_nll_gap));
+  EXPECT_EQ(alone.Score(Settings("snapkv", 0.2)).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(alone.Score(Settings("full", 1.0)).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(alone.Prefill(Sample(100, 8)).ok());  // kl: needs the full cache's logits
+  EXPECT_EQ(alone.Score(chunk).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(CacheEvaluatorTest, ScoringNeedsAPrefillAndTheRecordedWindow) {

@@ -62,6 +62,51 @@ TEST(EvalRunnerTest, TinyModelTableHasEveryRowAndColumnAndAZeroFullRow) {
   EXPECT_NE(md.find("| streaming | 0.50 |"), std::string::npos) << md;
 }
 
+TEST(EvalRunnerTest, WithoutTheFullReferenceChunkRowsKeepTheirAnswerNllsAndLoseOnlyTheGap) {
+  auto model = MakeRandomModel("tiny", 1);
+  ASSERT_TRUE(model.ok());
+  auto tok = Tokenizer::Create(model->tokenizer);
+  ASSERT_TRUE(tok.ok());
+  auto backend = MakeCpuBackend();
+  EvalPlan plan;
+  plan.policies = {"snapkv/chunk", "snapkv/chunk+merge-values"};
+  plan.budgets = {0.25};
+  plan.contexts = {300};
+  plan.tasks = {EvalTask::kPasskey};
+  plan.samples = 2;
+  plan.base.window = 16;
+  plan.prefill_chunk = 64;
+  auto with_reference = RunEvalPlan(*model, *tok, *backend, plan, nullptr);
+  ASSERT_TRUE(with_reference.ok()) << with_reference.status();
+  plan.full_reference = false;
+  auto without = RunEvalPlan(*model, *tok, *backend, plan, nullptr);
+  ASSERT_TRUE(without.ok()) << without.status();
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(without->cell(r, 0).values, with_reference->cell(r, 0).values);
+    EXPECT_EQ(without->cell(r, 0).answer_nlls, with_reference->cell(r, 0).answer_nlls);
+    EXPECT_TRUE(with_reference->cell(r, 0).has_nll_gaps());
+    EXPECT_FALSE(without->cell(r, 0).has_nll_gaps());
+  }
+  const nlohmann::json j = nlohmann::json::parse(EvalTableJson(*without, "{}"));
+  EXPECT_FALSE(j["cells"][0].contains("answer_nll_gap"));
+  EXPECT_EQ(j["cells"][0]["answer_nlls"].size(), 2u);
+  EXPECT_NE(FormatEvalTable(*without).find("| snapkv/chunk | 0.25 | - |"), std::string::npos)
+      << FormatEvalTable(*without);
+  // What needs the full cache's prefill is refused, naming the flag and the row.
+  for (const char* row : {"full", "snapkv", "snapkv/prefill_end"}) {
+    plan.policies = {row};
+    auto refused = RunEvalPlan(*model, *tok, *backend, plan, nullptr);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << row;
+    EXPECT_NE(refused.status().message().find("--no-full-reference"), std::string::npos) << refused.status();
+  }
+  plan.policies = {"snapkv/chunk"};
+  plan.tasks = {EvalTask::kKl};
+  auto kl = RunEvalPlan(*model, *tok, *backend, plan, nullptr);
+  EXPECT_EQ(kl.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(kl.status().message().find("--no-full-reference cannot score the kl task"), std::string::npos)
+      << kl.status();
+}
+
 TEST(EvalRunnerTest, AutoRiskRowsReportTheBudgetTheyPicked) {
   auto model = MakeRandomModel("tiny", 1);
   ASSERT_TRUE(model.ok());
