@@ -61,7 +61,8 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
   }
   if (!plan.full_reference &&
       std::find(plan.tasks.begin(), plan.tasks.end(), EvalTask::kKl) != plan.tasks.end()) {
-    return absl::InvalidArgumentError("--no-full-reference cannot score the kl task (it needs the full cache's logits)");
+    return absl::InvalidArgumentError(
+        "--no-full-reference cannot score the kl task (it needs the full cache's logits)");
   }
   EvalTable table;
   table.rows = EvalRows(plan);

@@ -24,7 +24,8 @@ struct EvalColumn {
 
 struct EvalCell {
   std::vector<double> values;    // per sample: KL in nats (kl), or 1/0 answered right (retrieval)
-  std::vector<double> nll_gaps;  // retrieval, per sample: answer NLL minus the full cache's (nats; NaN: no full prefill)
+  // Retrieval, per sample: answer NLL minus the full cache's (nats; NaN: no full-cache prefill).
+  std::vector<double> nll_gaps;
   std::vector<double> answer_nlls;  // retrieval, per sample: the answer's NLL under the row (nats)
   std::vector<double> needle_held;  // retrieval, per sample: EvalScore::answer_kept (NaN: unknown)
   std::vector<double> budget_shares;  // per sample: mean per-layer budget as a share of the context

@@ -172,8 +172,9 @@ const char* kEvalHelp =
     "  [--json FILE (every cell with its samples, interval, answer NLL (gap), needle held and KV peak)]\n"
     "  [--no-full-reference (chunk-mode retrieval rows only: skip the full-cache prefill, so no NLL gaps;\n"
     "  two rows' answer NLLs still pair sample by sample)]\n"
-    "Each context is prefilled once with the full cache; with prefill_end each policy x budget compresses\n"
-    "a copy at the end of the prompt, with chunk it prefills again, compressing after every chunk.\n"
+    "Each context is prefilled once with the full cache (not with --no-full-reference); with prefill_end each\n"
+    "policy x budget compresses a copy at the end of the prompt, with chunk it prefills again, compressing\n"
+    "after every chunk.\n"
     "Progress goes to stderr, the markdown table and the wall time to stdout.\n";
 
 }  // namespace

@@ -45,10 +45,10 @@ constexpr Row kFlags[] = {
                            "--prefill-chunk (slower prefill)"}},
     {"device", {"DEVICE", "compute backend: cpu, cuda, or auto (CUDA when a GPU is present, else CPU)"}},
     {"drain-timeout", {"SECONDS", "on SIGTERM, wait this long for calls, then cancel them"}},
-    {"evicted-weight", {"WHAT", "the evicted entries' weight: drop, merge (each to the kept entry with the nearest key), "
-                             "merge-near (only to a like one) or merge-values (merge-near, and each kept value becomes the "
-                             "weighted mean of the values merged into it); default merge-near for snapkv/criticalkv in "
-                             "chunk mode, else drop"}},
+    {"evicted-weight", {"WHAT", "the evicted entries' weight: drop, merge (each to the kept entry with the nearest "
+                             "key), merge-near (only to a like one) or merge-values (merge-near, and each kept value "
+                             "becomes the weighted mean of the values merged into it); default merge-near for "
+                             "snapkv/criticalkv in chunk mode, else drop"}},
     {"first-stage-ratio", {"R", "CriticalKV: share of the budget chosen by attention alone"}},
     {"fit-count", {"N", "requests submitted to measure admission"}},
     {"fit-memory", {"BYTES", "measure how many requests a pool of this size admits at once"}},
