@@ -9,7 +9,8 @@ Files are merged by (policy, budget) row and (task, context) column; a cell seen
 the first file's. With --merge-samples the files are slices of one run (`kvserve eval
 --sample-range`, e.g. run in parallel): a cell's samples from every file are pooled and its
 mean and intervals recomputed as the eval computes them (Wilson for accuracy, a percentile
-bootstrap of the mean for KL and NLL gaps).
+bootstrap of the mean for KL and NLL gaps); files that repeat a cell's sample numbers are
+refused (a glob that also matches another seed's slices, say).
 """
 import json
 import math
@@ -75,11 +76,21 @@ def pooled(a, b):
 
 def main(paths, merge_samples=False):
     rows, columns, cells = [], [], {}
+    seen = {}  # (row, col): the sample numbers pooled so far
     for path in paths:
         with open(path) as f:
             result = json.load(f)
+        meta = result.get("meta", {})
+        first = meta.get("sample_range", [0])[0]
         for c in result["cells"]:
             row, col = (c["policy"], c["budget"]), (c["task"], c["context"])
+            if merge_samples:
+                # Pooling a sample twice would count it twice: slices must be disjoint.
+                ids = set(range(first, first + len(c["values"])))
+                if seen.get((row, col), set()) & ids:
+                    sys.exit(f"quality_table: {path} repeats samples {sorted(seen[(row, col)] & ids)} of "
+                             f"{row[0]}/{row[1]} on {col[0]}@{col[1]}; pass disjoint slices")
+                seen[(row, col)] = seen.get((row, col), set()) | ids
             if row not in rows:
                 rows.append(row)
             if col not in columns:

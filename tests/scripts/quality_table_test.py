@@ -24,7 +24,7 @@ def slice_result(result, lo, hi):
         s = dict(c, values=c["values"][lo:hi], answer_nll_gaps=c["answer_nll_gaps"][lo:hi], n=hi - lo)
         s["mean"] = sum(s["values"]) / s["n"]
         cells.append(s)
-    return dict(result, cells=cells)
+    return dict(result, cells=cells, meta=dict(result["meta"], sample_range=[lo, hi]))
 
 
 def main():
@@ -60,6 +60,12 @@ def main():
         with contextlib.redirect_stdout(out):
             quality_table.main(paths, merge_samples=True)
         assert "(n=50)" in out.getvalue(), out.getvalue()
+        try:  # a slice given twice would count its samples twice
+            quality_table.main(paths + paths[-1:], merge_samples=True)
+        except SystemExit as e:
+            assert "repeats samples [40, 41" in str(e), e
+        else:
+            raise AssertionError("overlapping slices were pooled")
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             quality_table.main(paths)  # without the flag: the first slice's cells only
