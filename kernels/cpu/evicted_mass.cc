@@ -48,7 +48,7 @@ class ValueSums {
  public:
   ValueSums(const PagedKv& kv, const int32_t* pages, int64_t k, int64_t h, bool active)
       : kv_(kv), pages_(pages), h_(h), d_(kv.head_dim), sums_(active ? static_cast<size_t>(k * d_) : 0, 0.0),
-        row_(static_cast<size_t>(d_)) {}
+        row_(active ? static_cast<size_t>(d_) : 0) {}
   void Add(int64_t to, int64_t s, double w) {
     if (sums_.empty()) return;
     ReadKvRow(kv_, kv_.v, KvOffset(kv_, pages_, s, h_), row_.data());
