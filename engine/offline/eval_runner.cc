@@ -128,7 +128,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
     for (int64_t i = plan.first_sample; i < plan.sample_end(); ++i) {
       const EvalSample& sample = samples[col][static_cast<size_t>(i - plan.first_sample)];
       if (absl::Status st = evaluator.Prefill(sample); !st.ok()) return st;
-      ++table.contexts_prefilled;
+      if (plan.full_reference) ++table.contexts_prefilled;  // with the full cache; chunk rows prefill their own
       const auto t0 = Clock::now();
       std::string full_answer;
       for (size_t r = 0; r < table.rows.size(); ++r) {

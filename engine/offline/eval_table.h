@@ -45,7 +45,7 @@ struct EvalTable {
   std::vector<EvalRow> rows;
   std::vector<EvalColumn> columns;
   std::vector<EvalCell> cells;  // [rows, columns]
-  int64_t contexts_prefilled = 0;
+  int64_t contexts_prefilled = 0;  // with the full cache (none with --no-full-reference)
   int64_t configs_scored = 0;
 
   EvalCell& cell(size_t row, size_t col) { return cells[row * columns.size() + col]; }

@@ -87,6 +87,9 @@ TEST(EvalRunnerTest, WithoutTheFullReferenceChunkRowsKeepTheirAnswerNllsAndLoseO
     EXPECT_TRUE(with_reference->cell(r, 0).has_nll_gaps());
     EXPECT_FALSE(without->cell(r, 0).has_nll_gaps());
   }
+  EXPECT_EQ(with_reference->contexts_prefilled, 2);
+  EXPECT_EQ(without->contexts_prefilled, 0);  // no full-cache prefill
+  EXPECT_EQ(without->configs_scored, 4);
   const nlohmann::json j = nlohmann::json::parse(EvalTableJson(*without, "{}"));
   EXPECT_FALSE(j["cells"][0].contains("answer_nll_gap"));
   EXPECT_EQ(j["cells"][0]["answer_nlls"].size(), 2u);
