@@ -5,19 +5,25 @@
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine/tiny_model.h"
 #include "tests/test_paths.h"
 
 namespace kvserve {
 namespace {
 
-TEST(EvalRunnerTest, TinyModelTableHasEveryRowAndColumnAndAZeroFullRow) {
-  auto model = MakeRandomModel("tiny", 1);
-  ASSERT_TRUE(model.ok());
-  auto tok = Tokenizer::Create(model->tokenizer);
-  ASSERT_TRUE(tok.ok());
-  auto corpus = TextCorpus::Load(testing::SourcePath("tests/data/corpus"), *tok);
+// The tiny random model (seed 1), its tokenizer and a CPU backend, for every RunEvalPlan test.
+class EvalRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::MakeTinyModel(1, &model_, &tok_, &backend_); }
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_F(EvalRunnerTest, TinyModelTableHasEveryRowAndColumnAndAZeroFullRow) {
+  auto corpus = TextCorpus::Load(testing::SourcePath("tests/data/corpus"), *tok_);
   ASSERT_TRUE(corpus.ok()) << corpus.status();
-  auto backend = MakeCpuBackend();
   EvalPlan plan;
   plan.policies = {"snapkv", "full", "streaming"};
   plan.budgets = {0.25, 0.5};
@@ -29,7 +35,7 @@ TEST(EvalRunnerTest, TinyModelTableHasEveryRowAndColumnAndAZeroFullRow) {
   std::vector<std::string> lines;
   std::vector<int64_t> checkpoints;  // contexts prefilled at each checkpoint
   auto table = RunEvalPlan(
-      *model, *tok, *backend, plan, &*corpus, [&](const std::string& l) { lines.push_back(l); },
+      *model_, *tok_, *backend_, plan, &*corpus, [&](const std::string& l) { lines.push_back(l); },
       [&](const EvalTable& t) { checkpoints.push_back(t.contexts_prefilled); });
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_EQ(checkpoints, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
@@ -62,12 +68,7 @@ TEST(EvalRunnerTest, TinyModelTableHasEveryRowAndColumnAndAZeroFullRow) {
   EXPECT_NE(md.find("| streaming | 0.50 |"), std::string::npos) << md;
 }
 
-TEST(EvalRunnerTest, WithoutTheFullReferenceChunkRowsKeepTheirAnswerNllsAndLoseOnlyTheGap) {
-  auto model = MakeRandomModel("tiny", 1);
-  ASSERT_TRUE(model.ok());
-  auto tok = Tokenizer::Create(model->tokenizer);
-  ASSERT_TRUE(tok.ok());
-  auto backend = MakeCpuBackend();
+TEST_F(EvalRunnerTest, WithoutTheFullReferenceChunkRowsKeepTheirAnswerNllsAndLoseOnlyTheGap) {
   EvalPlan plan;
   plan.policies = {"snapkv/chunk", "snapkv/chunk+merge-values"};
   plan.budgets = {0.25};
@@ -76,10 +77,10 @@ TEST(EvalRunnerTest, WithoutTheFullReferenceChunkRowsKeepTheirAnswerNllsAndLoseO
   plan.samples = 2;
   plan.base.window = 16;
   plan.prefill_chunk = 64;
-  auto with_reference = RunEvalPlan(*model, *tok, *backend, plan, nullptr);
+  auto with_reference = RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr);
   ASSERT_TRUE(with_reference.ok()) << with_reference.status();
   plan.full_reference = false;
-  auto without = RunEvalPlan(*model, *tok, *backend, plan, nullptr);
+  auto without = RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr);
   ASSERT_TRUE(without.ok()) << without.status();
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_EQ(without->cell(r, 0).values, with_reference->cell(r, 0).values);
@@ -98,25 +99,21 @@ TEST(EvalRunnerTest, WithoutTheFullReferenceChunkRowsKeepTheirAnswerNllsAndLoseO
   // What needs the full cache's prefill is refused, naming the flag and the row.
   for (const char* row : {"full", "snapkv", "snapkv/prefill_end"}) {
     plan.policies = {row};
-    auto refused = RunEvalPlan(*model, *tok, *backend, plan, nullptr);
+    auto refused = RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << row;
     EXPECT_NE(refused.status().message().find("--no-full-reference"), std::string::npos) << refused.status();
   }
   plan.policies = {"snapkv/chunk"};
   plan.tasks = {EvalTask::kKl};
-  auto kl = RunEvalPlan(*model, *tok, *backend, plan, nullptr);
+  auto kl = RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr);
   EXPECT_EQ(kl.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(kl.status().message().find("--no-full-reference cannot score the kl task"), std::string::npos)
       << kl.status();
 }
 
-TEST(EvalRunnerTest, AutoRiskRowsReportTheBudgetTheyPicked) {
-  auto model = MakeRandomModel("tiny", 1);
-  ASSERT_TRUE(model.ok());
-  auto tok = Tokenizer::Create(model->tokenizer);
-  auto corpus = TextCorpus::Load(testing::SourcePath("tests/data/corpus"), *tok);
+TEST_F(EvalRunnerTest, AutoRiskRowsReportTheBudgetTheyPicked) {
+  auto corpus = TextCorpus::Load(testing::SourcePath("tests/data/corpus"), *tok_);
   ASSERT_TRUE(corpus.ok()) << corpus.status();
-  auto backend = MakeCpuBackend();
   EvalPlan plan;
   plan.policies = {"full", "snapkv"};
   plan.budgets = {0.5};
@@ -126,7 +123,7 @@ TEST(EvalRunnerTest, AutoRiskRowsReportTheBudgetTheyPicked) {
   plan.samples = 1;
   plan.continuation = 16;
   plan.base.window = 16;
-  auto table = RunEvalPlan(*model, *tok, *backend, plan, &*corpus);
+  auto table = RunEvalPlan(*model_, *tok_, *backend_, plan, &*corpus);
   ASSERT_TRUE(table.ok()) << table.status();
   ASSERT_EQ(table->rows.size(), 4u);  // full, snapkv 0.5, snapkv auto:0.05, snapkv auto:5
   EXPECT_EQ(table->rows[2].auto_risk, 0.05);
@@ -142,26 +139,23 @@ TEST(EvalRunnerTest, AutoRiskRowsReportTheBudgetTheyPicked) {
   EXPECT_EQ(md.find("| snapkv | 0.50 | 0.0000 ("), std::string::npos) << md;  // fixed rows show no share
   EXPECT_NE(md.find(") |"), std::string::npos) << md;
   plan.base.at = CompressAt::kChunk;  // auto needs the whole prompt
-  EXPECT_EQ(RunEvalPlan(*model, *tok, *backend, plan, &*corpus).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunEvalPlan(*model_, *tok_, *backend_, plan, &*corpus).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(EvalRunnerTest, AContextTooShortForItsTaskFailsBeforeAnyPrefill) {
-  auto model = MakeRandomModel("tiny", 1);
-  auto tok = Tokenizer::Create(model->tokenizer);
-  auto backend = MakeCpuBackend();
+TEST_F(EvalRunnerTest, AContextTooShortForItsTaskFailsBeforeAnyPrefill) {
   EvalPlan plan;
   plan.policies = {"full"};
   plan.budgets = {0.5};
   plan.contexts = {2000, 100};
   plan.tasks = {EvalTask::kPasskey};
   int lines = 0;
-  auto table = RunEvalPlan(*model, *tok, *backend, plan, nullptr, [&](const std::string&) { ++lines; });
+  auto table = RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr, [&](const std::string&) { ++lines; });
   EXPECT_NE(table.status().message().find("passkey context of 100 tokens is too short"), std::string::npos)
       << table.status();
   EXPECT_EQ(lines, 0);
   plan.contexts = {300};
   plan.tasks = {EvalTask::kKl};
-  EXPECT_NE(RunEvalPlan(*model, *tok, *backend, plan, nullptr).status().message().find("corpus"), std::string::npos);
+  EXPECT_NE(RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr).status().message().find("corpus"), std::string::npos);
 }
 
 TEST(EvalTaskTest, NamesRoundTripAndUnknownOnesAreNamed) {
