@@ -60,7 +60,8 @@ def load_log(path, samples):
                 draw, pending = this, []
             elif m := LOG_ROW.match(line):
                 policy, budget = m.group(1), m.group(2)
-                gap, nll = float(m.group(4)), float(m.group(5) or "nan")
+                # "-" (and "nan" in logs of older binaries): not measured.
+                gap, nll = (float("nan") if g in (None, "-") else float(g) for g in (m.group(4), m.group(5)))
                 pending.append((policy if budget == "-" else f"{policy}/{budget}", float(m.group(3)) >= 0.5,
                                 None if math.isnan(gap) else gap, None if math.isnan(nll) else nll))
             elif m := LOG_SAMPLE.match(line):

@@ -163,8 +163,11 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
                                        ? ""
                                        : absl::StrFormat("; needle held by %.0f%% of layer-heads",
                                                          100 * score->answer_kept);
-          say(absl::StrFormat("  %s %.2f: %.4f (nll gap %.3f; answer nll %.3f%s)%s", table.rows[r].policy,
-                              table.rows[r].budget, score->value, score->answer_nll_gap, score->answer_nll, kept,
+          // "-" where a figure was not measured (no full-cache reference, or the kl task's answer).
+          const auto figure = [](double x) { return std::isnan(x) ? std::string("-") : absl::StrFormat("%.3f", x); };
+          say(absl::StrFormat("  %s %.2f: %.4f (nll gap %s; answer nll %s%s)%s", table.rows[r].policy,
+                              table.rows[r].budget, score->value, figure(score->answer_nll_gap),
+                              figure(score->answer_nll), kept,
                                    column.task == EvalTask::kKl
                                        ? ""
                                        : absl::StrCat(" '", absl::StrReplaceAll(evaluator.last_answer(),

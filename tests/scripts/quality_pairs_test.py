@@ -106,6 +106,13 @@ def main():
                     "[passkey@100 1/10] key at depth 0.10: no full prefill, 1 configs 1.0 s\n")
         (block,), text = run("--base", os.path.join(d, "near.json"), "--new", os.path.join(d, "values.log"), *row)
         assert block["n"] == 1 and abs(block["gap_difference"][0] - 0.75) < 1e-12, block
+        with open(os.path.join(d, "values.log"), "w") as f:  # today's binaries print "-" for no gap
+            f.write("kvserve eval: m.gguf, 1 rows x 1 columns, 10 samples each, plain prompts, seed 0\n"
+                    "  snapkv/chunk+merge-near 0.10: 0.0000 (nll gap -; answer nll 2.500) ' 9'\n"
+                    "[passkey@100 1/10] key at depth 0.10: no full prefill, 1 configs 1.0 s\n")
+        (block,), text = run("--base", os.path.join(d, "near.json"), "--new", os.path.join(d, "values.log"), *row)
+        assert block["n"] == 1 and abs(block["gap_difference"][0] - 1.5) < 1e-12, block
+        assert block["lost"] == [0], block
     print("ok")
 
 

@@ -2,6 +2,10 @@
 // the full row's zero KL, and the markdown it prints.
 #include "engine/offline/eval_runner.h"
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -80,8 +84,18 @@ TEST_F(EvalRunnerTest, WithoutTheFullReferenceChunkRowsKeepTheirAnswerNllsAndLos
   auto with_reference = RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr);
   ASSERT_TRUE(with_reference.ok()) << with_reference.status();
   plan.full_reference = false;
-  auto without = RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr);
+  plan.verbose = true;
+  std::vector<std::string> lines;
+  auto without = RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr,
+                             [&](const std::string& line) { lines.push_back(line); });
   ASSERT_TRUE(without.ok()) << without.status();
+  // The per-row lines say the gap was not measured instead of printing nan.
+  int row_lines = 0;
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.find("nan"), std::string::npos) << line;
+    if (line.find("(nll gap -; answer nll ") != std::string::npos) ++row_lines;
+  }
+  EXPECT_EQ(row_lines, 4) << absl::StrJoin(lines, "\n");
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_EQ(without->cell(r, 0).values, with_reference->cell(r, 0).values);
     EXPECT_EQ(without->cell(r, 0).answer_nlls, with_reference->cell(r, 0).answer_nlls);
