@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""The headline tables of docs/QUALITY.md, rebuilt from every committed `kvserve eval --json` run.
+
+    scripts/quality_headline.py [FILE.json ...]      (default: docs/quality/*.json)
+    scripts/quality_headline.py --update docs/QUALITY.md     (rewrites its headline tables)
+
+Each section of docs/QUALITY.md ran a few rows on one cell, so where a policy stands on a cell
+is spread over several sections. This pools every run made at the settings the reach is
+measured with (window 16, pool 31, chunk 512, headroom 2048, no other setting flag) into one
+table per (task, context, budget, draw): each row's answers with a Wilson interval, how many of
+the full cache's right answers it keeps (the same samples), its answer NLL gap to the full
+cache, its peak KV bytes, and for a chunk-mode row whether its accuracy lies inside the
+interval of the same policy and plan at `prefill_end` (issue 16's catch-up test).
+
+A run stopped early counts with the samples it finished. Rows run at other settings are left out (the full cache's rows are kept: it compresses
+nothing) and their files counted. A sample that two runs measured for one row
+(the same row rerun with another binary or on another machine) keeps the answer of the first
+file, those at today's settings before the others and each sorted by name, and the samples whose answers differ are listed under the table: they
+are near ties, not a setting's effect.
+"""
+import argparse
+import glob
+import io
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quality_pairs import bootstrap_mean, wilson  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SETTINGS = {"window": 16, "pool_kernel": 31, "prefill_chunk": 512, "chunk_headroom": 2048}
+# Flags that choose what is run, or where it goes, not how a row compresses.
+NEUTRAL_FLAGS = {"--model", "--policies", "--budgets", "--contexts", "--tasks", "--samples",
+                 "--sample-range", "--seed", "--prompt-style", "--json", "--verbose",
+                 "--no-full-reference", "--ripple-profile", "--kv-window", "--prefill-chunk",
+                 "--chunk-headroom", "--pool-kernel", "--corpus"}
+
+
+def settings_of(meta):
+    """The run's settings, {} when it ran with a flag outside NEUTRAL_FLAGS or another corpus."""
+    words = meta.get("command", "").split()
+    if any(w.startswith("--") and w not in NEUTRAL_FLAGS for w in words):
+        return {}
+    flag = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+    if not flag.get("--corpus", "tests/data/corpus").rstrip("/").endswith("tests/data/corpus"):
+        return {}
+    # Older files name the pool only in their command.
+    pool = meta.get("pool_kernel") or int(flag.get("--pool-kernel", 0)) or None
+    return {"window": meta.get("window"), "pool_kernel": pool, "prefill_chunk": meta.get("prefill_chunk"),
+            "chunk_headroom": meta.get("chunk_headroom")}
+
+
+def load(paths):
+    """{(draw, task, context, budget, policy): {sample: (correct, nll_gap, file, peak)}}, the
+    samples two files disagree on, and the files left out."""
+    rows, disagree, skipped, runs = {}, [], [], []
+    for path in paths:
+        with open(path) as f:
+            result = json.load(f)
+        name = os.path.basename(path)
+        if "samples" not in result["meta"]:  # slices pooled into one file by quality_table.py: read the slices
+            skipped.append(name)
+        else:
+            runs.append((settings_of(result["meta"]) != SETTINGS, name, result))
+    # Runs at today's settings first: where a sample was measured twice, theirs is kept.
+    for _, name, result in sorted(runs, key=lambda r: r[:2]):
+        meta = result["meta"]
+        settings = settings_of(meta)
+        if settings != SETTINGS:
+            skipped.append(name)
+        if not settings:
+            continue
+        # A sample's prompt depends on the seed, task, context and its number, not on --samples.
+        draw = (os.path.basename(meta.get("model", "")), meta.get("seed", 0), meta.get("prompt_style", "plain"))
+        first = meta.get("sample_range", [0, meta["samples"]])[0]
+        for c in result["cells"]:
+            # The full cache compresses nothing: its answers hold at any compression setting (of
+            # runs since chunk mode's headroom, the second day; the first day's prompts differ).
+            full_ok = c["policy"] == "full" and meta.get("chunk_headroom") is not None
+            if c["task"] == "kl" or (settings != SETTINGS and not full_ok):
+                continue
+            key = (draw, c["task"], c["context"], c["budget"], c["policy"])
+            gaps = c.get("answer_nll_gaps") or [None] * len(c["values"])
+            for i, (v, g) in enumerate(zip(c["values"], gaps)):
+                sample, new = first + i, (v >= 0.5, g, name, c.get("peak_kv_bytes"))
+                old = rows.setdefault(key, {}).setdefault(sample, new)
+                if old[0] != new[0]:
+                    disagree.append((key, sample, old[2], old[0], name))
+    return rows, disagree, skipped
+
+
+def row_order(policy):
+    """The full cache, then `prefill_end` rows, then chunk mode's, each by policy name."""
+    return (policy != "full", "/chunk" in policy, policy)
+
+
+def catch_up(policy, rows, key_of):
+    """Whether a chunk-mode row's accuracy lies in its policy's `prefill_end` interval."""
+    if "/chunk" not in policy:
+        return ""
+    base = rows.get(key_of(policy.split("/chunk")[0] + "/prefill_end"))
+    if not base:
+        return "no `prefill_end` run"
+    mine = rows[key_of(policy)]
+    lo, hi = wilson(sum(v[0] for v in base.values()), len(base))
+    accuracy = sum(v[0] for v in mine.values()) / len(mine)
+    if accuracy < lo:
+        return f"**below** its [{lo:.2f}, {hi:.2f}]"
+    return "inside" if accuracy <= hi else f"above its [{lo:.2f}, {hi:.2f}]"
+
+
+def table(rows, disagree, draw, task, context, budget, out):
+    model, seed, style = draw
+    share = f"{float(budget):.0%}"
+    print(f"#### {task} at {context:,} tokens, {share} budget ({model}, seed {seed}, {style} prompts)\n", file=out)
+    print("| row | samples | answered | accuracy [95%] | of the full cache's right answers | "
+          "answer NLL gap [95%] | peak KV | chunk mode vs its `prefill_end` |", file=out)
+    print("|---|---:|---:|---|---|---|---:|---|", file=out)
+    compressed = sorted({k[4] for k in rows if k[:4] == (draw, task, context, budget)}, key=row_order)
+    key_of = lambda p: (draw, task, context, "-" if p == "full" else budget, p)  # noqa: E731
+    # The full cache's row over the samples this table's rows ran.
+    ran = set().union(*(rows[key_of(p)] for p in compressed))
+    full = {s: v for s, v in rows.get(key_of("full"), {}).items() if s in ran}
+    for policy in (["full"] if full else []) + compressed:
+        cells = full if policy == "full" else rows[key_of(policy)]
+        n, right = len(cells), sum(v[0] for v in cells.values())
+        lo, hi = wilson(right, n)
+        kept = "-"
+        if full and policy != "full":
+            theirs = [s for s in cells if s in full and full[s][0]]
+            if theirs:
+                k = sum(cells[s][0] for s in theirs)
+                klo, khi = wilson(k, len(theirs))
+                kept = f"{k} of {len(theirs)} ({k / len(theirs):.0%} [{klo:.0%}, {khi:.0%}])"
+        gaps = [v[1] for v in cells.values() if v[1] is not None]
+        gap = "-"
+        if gaps and policy != "full":
+            glo, ghi = bootstrap_mean(gaps, resamples=2000)
+            gap = f"{sum(gaps) / len(gaps):.3f} [{glo:.3f}, {ghi:.3f}]" + ("" if len(gaps) == n else f" (over {len(gaps)})")
+        peak = max((v[3] or 0) for v in cells.values())
+        print(f"| {policy} | {n} | {right} | {right / n:.2f} [{lo:.2f}, {hi:.2f}] | {kept} | {gap} | "
+              f"{peak / 1e6:.1f} MB | {catch_up(policy, rows, key_of)} |", file=out)
+    notes = [d for d in disagree if d[0][:3] == (draw, task, context) and d[0][3] in (budget, "-")]
+    for (_, _, _, _, policy), sample, first, right, other in notes:
+        print(f"\n{policy}, sample {sample}: {'right' if right else 'wrong'} in {first} (kept), "
+              f"{'wrong' if right else 'right'} in {other}", end="", file=out)
+    print("\n" if notes else "", file=out)
+
+
+START, END = "<!-- headline:start", "<!-- headline:end -->"
+
+
+def update(path, tables):
+    """Replaces the text between the headline markers of `path` (docs/QUALITY.md) with `tables`."""
+    with open(path) as f:
+        text = f.read()
+    if START not in text or END not in text:
+        sys.exit(f"quality_headline: {path} has no {START} ... {END} markers")
+    head, rest = text.split(START, 1)
+    marker, _ = rest.split("-->\n", 1)
+    with open(path, "w") as f:
+        f.write(head + START + marker + "-->\n" + tables + END + text.split(END, 1)[1])
+
+
+def main(argv=None, out=None):
+    out = out or sys.stdout
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("files", nargs="*", help="--json result files (default: docs/quality/*.json)")
+    ap.add_argument("--update", metavar="QUALITY.md", help="write the tables between the file's headline markers "
+                    "instead of printing them")
+    a = ap.parse_args(argv)
+    if a.update:
+        tables = io.StringIO()
+        result = main(a.files, tables)
+        update(a.update, tables.getvalue())
+        return result
+    rows, disagree, skipped = load(a.files or glob.glob(os.path.join(ROOT, "docs", "quality", "*.json")))
+    blocks = sorted({k[:4] for k in rows if k[3] != "-"}, key=lambda k: (k[1], k[2], k[3], k[0]))
+    for draw, task, context, budget in blocks:
+        table(rows, disagree, draw, task, context, budget, out)
+    print(f"{len(blocks)} tables; {len(skipped)} files at other settings, their compressed rows left out.", file=out)
+    return rows, disagree, skipped
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""scripts/quality_headline.py pools every committed eval run at today's settings into one
+table per cell, and docs/QUALITY.md's headline holds what it prints now: on the committed runs
+it gives back what docs/QUALITY.md states for passkey at
+8K, 10% (the full cache's 35 of 50; CriticalKV@ripple in chunk mode 28 of them with drop, below
+its `prefill_end`'s interval, and 34 with merge-near, inside it); on made-up runs it pools
+slices, keeps the full cache's rows of runs at other settings but no other row of theirs,
+judges a chunk row against its own policy's `prefill_end`, and lists the samples two runs
+answered differently."""
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import quality_headline  # noqa: E402
+
+DEFAULTS = "--kv-window 16 --prefill-chunk 512 --chunk-headroom 2048 --pool-kernel 31"
+
+
+def run(*argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        quality_headline.main(list(argv))
+    return out.getvalue()
+
+
+def table_row(text, heading, row):
+    """The cells of one row of the table under the heading that starts with `heading`."""
+    block = text.split("#### " + heading, 1)[1].split("####", 1)[0]
+    for line in block.splitlines():
+        if line.startswith(f"| {row} |"):
+            return [c.strip() for c in line.strip("|").split("|")]
+    raise AssertionError(f"no row {row} under {heading}:\n{block}")
+
+
+def result(first, cells, flags=DEFAULTS, pool=31, seed=0):
+    n = len(cells[0][2])
+    return {"meta": {"seed": seed, "samples": 10, "prompt_style": "plain", "sample_range": [first, first + n],
+                     "window": 16, "pool_kernel": pool, "prefill_chunk": 512, "chunk_headroom": 2048,
+                     "model": "models/m.gguf", "complete": True,
+                     "command": f"kvserve --model models/m.gguf --samples 10 {flags} --json x.json"},
+            "cells": [{"policy": p, "budget": b, "task": "passkey", "context": 100, "values": v,
+                       "answer_nll_gaps": [0.0 if p == "full" else 0.5] * n, "peak_kv_bytes": 2_000_000}
+                      for p, b, v in cells]}
+
+
+def main():
+    text = run()
+    with open(os.path.join(ROOT, "docs", "QUALITY.md")) as f:
+        quality = f.read()
+    committed = quality.split("<!-- headline:start", 1)[1].split("-->\n", 1)[1]
+    committed = committed.split("<!-- headline:end -->", 1)[0]
+    assert committed == text, ("docs/QUALITY.md's headline is not what the committed runs give: "
+                               "run scripts/quality_headline.py --update docs/QUALITY.md")
+    heading = "passkey at 8,000 tokens, 10% budget (SmolLM2-135M-Instruct.Q4_1.gguf, seed 0"
+    assert table_row(text, heading, "full")[1:3] == ["50", "35"], text
+    drop = table_row(text, heading, "criticalkv@ripple/chunk")
+    assert drop[2] == "28" and drop[4].startswith("28 of 35") and drop[7].startswith("**below**"), drop
+    near = table_row(text, heading, "criticalkv@ripple/chunk+merge-near")
+    assert near[4].startswith("34 of 35") and near[7] == "inside" and near[6] == "120.4 MB", near
+
+    with tempfile.TemporaryDirectory() as d:
+        def write(name, r):
+            json.dump(r, open(os.path.join(d, name), "w"))
+        # The full cache (from a run at another pool) reads 0-7; prefill_end reads 8 of 10.
+        write("a_full.json", result(0, [("full", "-", [1] * 8 + [0, 0]),
+                                        ("snapkv/prefill_end", "0.10", [1] * 10)], pool=21))
+        write("b_end.json", result(0, [("snapkv/prefill_end", "0.10", [1] * 8 + [0, 0])]))
+        # The chunk row in two slices, 8 of 10: inside; its drop form 2 of 10: below.
+        write("c_chunk_0.json", result(0, [("snapkv/chunk+merge-near", "0.10", [1, 1, 1, 1, 0]),
+                                           ("snapkv/chunk", "0.10", [1, 0, 0, 0, 0])]))
+        write("c_chunk_5.json", result(5, [("snapkv/chunk+merge-near", "0.10", [1, 1, 1, 1, 0]),
+                                           ("snapkv/chunk", "0.10", [0, 0, 0, 0, 1])]))
+        # The same row rerun on samples 5-6, one answer different: the first file's is kept.
+        write("d_rerun.json", result(5, [("snapkv/chunk+merge-near", "0.10", [1, 0])]))
+        # A row run with a setting flag the table does not pool.
+        write("e_sinks.json", result(0, [("criticalkv/chunk", "0.10", [1] * 10)], flags=DEFAULTS + " --sink-tokens 40"))
+        files = sorted(os.path.join(d, f) for f in os.listdir(d))
+        text = run(*files)
+        heading = "passkey at 100 tokens, 10% budget (m.gguf, seed 0, plain prompts)"
+        assert table_row(text, heading, "full")[1:4] == ["10", "8", "0.80 [0.49, 0.94]"], text
+        # prefill_end at pool 21 is not pooled: the row is b_end's alone.
+        assert table_row(text, heading, "snapkv/prefill_end")[1:3] == ["10", "8"], text
+        near = table_row(text, heading, "snapkv/chunk+merge-near")
+        assert near[1:3] == ["10", "8"] and near[4].startswith("7 of 8") and near[7] == "inside", near
+        assert near[5] == "0.500 [0.500, 0.500]" and near[6] == "2.0 MB", near
+        drop = table_row(text, heading, "snapkv/chunk")
+        assert drop[2] == "2" and drop[7] == "**below** its [0.49, 0.94]", drop
+        assert "criticalkv/chunk" not in text, text
+        assert "snapkv/chunk+merge-near, sample 6: right in c_chunk_5.json (kept), wrong in d_rerun.json" in text, text
+        assert "2 files at other settings" in text, text
+    print("quality_headline: ok")
+
+
+if __name__ == "__main__":
+    main()
