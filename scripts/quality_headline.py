@@ -12,11 +12,12 @@ the full cache's right answers it keeps (the same samples), its answer NLL gap t
 cache, its peak KV bytes, and for a chunk-mode row whether its accuracy lies inside the
 interval of the same policy and plan at `prefill_end` (issue 16's catch-up test).
 
-A run stopped early counts with the samples it finished. Rows run at other settings are left out (the full cache's rows are kept: it compresses
-nothing) and their files counted. A sample that two runs measured for one row
-(the same row rerun with another binary or on another machine) keeps the answer of the first
-file, those at today's settings before the others and each sorted by name, and the samples whose answers differ are listed under the table: they
-are near ties, not a setting's effect.
+A run stopped early counts with the samples it finished. Rows run at other settings are left
+out and their files counted (the full cache's rows are kept: it compresses nothing). A sample
+that two runs measured for one row (the same row rerun with another binary or on another
+machine) keeps the answer of the first file, those at today's settings before the others and
+each sorted by name; the samples whose answers differ are listed under the table: they are
+near ties, not a setting's effect.
 """
 import argparse
 import glob
