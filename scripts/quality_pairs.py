@@ -14,8 +14,10 @@ of the full cache's correct answers each keeps (the issue's "% of the full cache
 Wilson interval), and the paired difference of the answer NLL gaps (percentile bootstrap).
 
 The full cache's answers come from whichever side has the --full-row (a run of the scored rows
-alone pairs with a base run that had both). Runs whose draws differ (seed, --samples, prompt
-style) are refused: their sample numbers name different prompts.
+alone pairs with a base run that had both). Runs whose draws differ (seed or prompt style) are
+refused: their sample numbers name different prompts. --samples does not change a sample's
+prompt (each is drawn from the seed, task, context and its number), so a run of 100 samples
+pairs with one of 50 on the 50 they share.
 """
 import argparse
 import glob
@@ -54,7 +56,7 @@ def load_log(path, samples):
     with open(path) as f:
         for line in f:
             if m := LOG_HEADER.match(line):
-                this = (int(m.group(3)), int(m.group(1)), m.group(2))
+                this = (int(m.group(3)), m.group(2))
                 if draw is not None and this != draw:
                     sys.exit(f"quality_pairs: {path} holds runs of two draws")
                 draw, pending = this, []
@@ -91,7 +93,7 @@ def load_json(path, samples):
         nlls = c.get("answer_nlls") or [None] * len(c["values"])
         for i, (v, g, nll) in enumerate(zip(c["values"], gaps, nlls)):
             samples.setdefault(key, {})[first + i] = (v >= 0.5, g, nll)
-    return (meta.get("seed", 0), meta["samples"], meta.get("prompt_style", "plain"))
+    return (meta.get("seed", 0), meta.get("prompt_style", "plain"))
 
 
 def load(patterns):
@@ -104,7 +106,7 @@ def load(patterns):
     for path in files:
         this = (load_log if path.endswith(".log") else load_json)(path, samples)
         if draw is not None and this != draw:
-            sys.exit(f"quality_pairs: {path} is another draw (seed, samples, style {this} against {draw})")
+            sys.exit(f"quality_pairs: {path} is another draw (seed, prompt style {this} against {draw})")
         draw = this
     return samples, draw
 
@@ -175,7 +177,7 @@ def main(argv=None):
     base, base_draw = load(a.base)
     new, new_draw = load(a.new)
     if base_draw != new_draw:
-        sys.exit(f"quality_pairs: the runs are different draws (seed, samples, style): {base_draw} against {new_draw}")
+        sys.exit(f"quality_pairs: the runs are different draws (seed, prompt style): {base_draw} against {new_draw}")
     full_runs = None
     if a.full_from:
         full_runs, full_draw = load(a.full_from)

@@ -4,7 +4,7 @@ back what docs/QUALITY.md states (passkey at 8K, seed 0: the pool of 25 keeps 33
 cache's 35, the same samples as the pool of 31, none lost or gained); on slices it pools by
 sample number and names the samples lost and gained; a stopped run's --verbose log pairs as
 its JSON would; runs without the full cache's prefill pair on their answer NLLs; runs of
-different draws are refused."""
+different draws (seed, prompt style) are refused, runs of more samples are not."""
 import contextlib
 import io
 import json
@@ -26,9 +26,9 @@ def run(*argv):
     return blocks, out.getvalue()
 
 
-def result(seed, first, cells):
+def result(seed, first, cells, samples=10):
     n = len(cells[0][2])
-    return {"meta": {"seed": seed, "samples": 10, "prompt_style": "plain", "sample_range": [first, first + n]},
+    return {"meta": {"seed": seed, "samples": samples, "prompt_style": "plain", "sample_range": [first, first + n]},
             "cells": [{"policy": p, "budget": b, "task": "passkey", "context": 100, "values": v,
                        "answer_nll_gaps": [0.0] * n if p == "full" else g, "peak_kv_bytes": 1}
                       for p, b, v, g in cells]}
@@ -54,6 +54,10 @@ def main():
         # Of the full cache's three right answers (0-2): base keeps 0 and 2, new 1 and 2.
         assert (block["full"], block["base_of_full"], block["new_of_full"]) == (3, 2, 2), block
         assert abs(block["gap_difference"][0] - (0.2 - 0.4 + 0 + 0) / 4) < 1e-12, block
+        # A run of 20 samples draws the same first 10 prompts: it pairs on those it shares.
+        write("longer.json", result(0, 2, [("snapkv/chunk", "0.10", [0, 1, 1], [0.2, 0.3, 0.0])], samples=20))
+        (block,), text = run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "longer.json"))
+        assert (block["n"], block["lost"], block["gained"]) == (2, [2], [3]), block
         write("other_seed.json", result(1, 0, [("snapkv/chunk", "0.10", [1, 1], [0.0, 0.0])]))
         try:
             run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "other_seed.json"))
