@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
 """scripts/quality_headline.py pools every committed eval run at today's settings into one
-table per cell, and docs/QUALITY.md's headline holds what it prints now: on the committed runs
-it gives back what docs/QUALITY.md states for passkey at
-8K, 10% (the full cache's 35 of 50; CriticalKV@ripple in chunk mode 28 of them with drop, below
-its `prefill_end`'s interval, and 34 with merge-near, inside it); on made-up runs it pools
-slices, keeps the full cache's rows of runs at other settings but no other row of theirs,
-judges a chunk row against its own policy's `prefill_end`, and lists the samples two runs
-answered differently."""
+table per cell, and docs/QUALITY.md's headline holds what it prints now. On the committed runs
+it gives back what docs/QUALITY.md states for passkey at 8K, 10% (the full cache's 35 of 50;
+CriticalKV@ripple in chunk mode 28 of them with drop, below its `prefill_end`'s interval, and
+34 with merge-near, inside it); on made-up runs it pools slices, keeps the full cache's rows of
+runs at other settings but no other row of theirs, judges a chunk row against its own policy's
+`prefill_end`, and lists the samples two runs answered differently."""
 import contextlib
 import io
 import json
