@@ -63,11 +63,10 @@ def load(paths):
         if "samples" not in result["meta"]:  # slices pooled into one file by quality_table.py: read the slices
             skipped.append(name)
         else:
-            runs.append((settings_of(result["meta"]) != SETTINGS, name, result))
+            runs.append((settings_of(result["meta"]), name, result))
     # Runs at today's settings first: where a sample was measured twice, theirs is kept.
-    for _, name, result in sorted(runs, key=lambda r: r[:2]):
+    for settings, name, result in sorted(runs, key=lambda r: (r[0] != SETTINGS, r[1])):
         meta = result["meta"]
-        settings = settings_of(meta)
         if settings != SETTINGS:
             skipped.append(name)
         if not settings:
@@ -152,16 +151,23 @@ def table(rows, disagree, draw, task, context, budget, out):
 START, END = "<!-- headline:start", "<!-- headline:end -->"
 
 
+def split_headline(text):
+    """docs/QUALITY.md's text as (up to and with the start marker's line, the tables, from the
+    end marker on)."""
+    if START not in text or END not in text:
+        sys.exit(f"quality_headline: no {START} ... {END} markers")
+    head, rest = text.split(START, 1)
+    marker, rest = rest.split("-->\n", 1)
+    tables, tail = rest.split(END, 1)
+    return head + START + marker + "-->\n", tables, END + tail
+
+
 def update(path, tables):
     """Replaces the text between the headline markers of `path` (docs/QUALITY.md) with `tables`."""
     with open(path) as f:
-        text = f.read()
-    if START not in text or END not in text:
-        sys.exit(f"quality_headline: {path} has no {START} ... {END} markers")
-    head, rest = text.split(START, 1)
-    marker, _ = rest.split("-->\n", 1)
+        head, _, tail = split_headline(f.read())
     with open(path, "w") as f:
-        f.write(head + START + marker + "-->\n" + tables + END + text.split(END, 1)[1])
+        f.write(head + tables + tail)
 
 
 def main(argv=None, out=None):

@@ -50,9 +50,7 @@ def result(first, cells, flags=DEFAULTS, pool=31, seed=0):
 def main():
     text = run()
     with open(os.path.join(ROOT, "docs", "QUALITY.md")) as f:
-        quality = f.read()
-    committed = quality.split("<!-- headline:start", 1)[1].split("-->\n", 1)[1]
-    committed = committed.split("<!-- headline:end -->", 1)[0]
+        _, committed, _ = quality_headline.split_headline(f.read())
     assert committed == text, ("docs/QUALITY.md's headline is not what the committed runs give: "
                                "run scripts/quality_headline.py --update docs/QUALITY.md")
     heading = "passkey at 8,000 tokens, 10% budget (SmolLM2-135M-Instruct.Q4_1.gguf, seed 0"
