@@ -18,7 +18,6 @@ and a Python that imports llama_cpp for the llama.cpp side:
 """
 import argparse
 import json
-import math
 import os
 import pathlib
 import random
@@ -29,6 +28,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quality_stats import wilson  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BOOKS = ["emma.txt", "mansfield_park.txt", "northanger_abbey.txt", "persuasion.txt", "pride_and_prejudice.txt",
@@ -89,14 +91,6 @@ def make_hf_tokenizer(gguf_path, out_dir):
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", additional_special_tokens=special)
     hf.save_pretrained(out_dir)
     return hf
-
-
-def wilson(k, n, z=1.96):
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return c - h, c + h
 
 
 def wait_http(url, proc, what, timeout_s=300):
@@ -189,7 +183,7 @@ def main():
     print("|---|---|---|---|---|")
     for name, res, _, wall, cmd in rows:
         acc = res["acc,none"]
-        lo, hi = (max(0.0, x) for x in wilson(round(acc * a.limit), a.limit))
+        lo, hi = wilson(round(acc * a.limit), a.limit)
         print(f"| {name} | {acc:.3f} | [{lo:.3f}, {hi:.3f}] | {res['perplexity,none']:.2f} | {wall:.0f} |")
     (_, _, ours, _, _), (_, _, theirs, _, _) = rows
     common = sorted(set(ours) & set(theirs))

@@ -27,7 +27,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from quality_pairs import bootstrap_mean, wilson  # noqa: E402
+from quality_stats import bootstrap_mean, wilson  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = {"window": 16, "pool_kernel": 31, "prefill_chunk": 512, "chunk_headroom": 2048}

@@ -23,25 +23,12 @@ import argparse
 import glob
 import json
 import math
-import random
+import os
 import re
 import sys
 
-
-def wilson(successes, n, z=1.959963984540054):
-    if n == 0:
-        return [0.0, 1.0]
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [max(0.0, centre - half), min(1.0, centre + half)]
-
-
-def bootstrap_mean(values, resamples=5000, seed=0):
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choice(values) for _ in values) / len(values) for _ in range(resamples))
-    return [means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]]
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quality_stats import bootstrap_mean, wilson  # noqa: E402
 
 LOG_HEADER = re.compile(r"^kvserve eval: .*, (\d+) samples each, (\S+) prompts, seed (\d+)")
 LOG_ROW = re.compile(r"^  (\S+) (\S+): ([0-9.]+) \(nll gap ([^;)]+)(?:; answer nll ([^;)]+))?")

@@ -13,9 +13,11 @@ bootstrap of the mean for KL and NLL gaps); files that repeat a cell's sample nu
 refused (a glob that also matches another seed's slices, say).
 """
 import json
-import math
-import random
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quality_stats import bootstrap_mean, wilson  # noqa: E402
 
 
 def fmt_value(cell):
@@ -32,21 +34,6 @@ def fmt_gap(cell):
     return f'{cell["answer_nll_gap"]:.2f} [{lo:.2f}, {hi:.2f}]'
 
 
-def wilson(successes, n, z=1.959963984540054):  # the normal 97.5% quantile, as the eval
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [max(0.0, centre - half), min(1.0, centre + half)]
-
-
-def bootstrap_mean(values, resamples=2000, seed=0):
-    if len(values) == 1:
-        return [values[0], values[0]]
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choice(values) for _ in values) / len(values) for _ in range(resamples))
-    return [means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]]
-
-
 def pooled(a, b):
     """Cell a with cell b's samples appended, its summary figures recomputed."""
     c = dict(a)
@@ -54,13 +41,13 @@ def pooled(a, b):
     c["n"] = len(c["values"])
     c["mean"] = sum(c["values"]) / c["n"]
     if c["task"] == "kl":
-        c["ci95"] = bootstrap_mean(c["values"])
+        c["ci95"] = bootstrap_mean(c["values"], resamples=2000)
     else:
         c["ci95"] = wilson(sum(1 for v in c["values"] if v >= 0.5), c["n"])
     if "answer_nll_gaps" in a and "answer_nll_gaps" in b:
         c["answer_nll_gaps"] = a["answer_nll_gaps"] + b["answer_nll_gaps"]
         c["answer_nll_gap"] = sum(c["answer_nll_gaps"]) / len(c["answer_nll_gaps"])
-        c["answer_nll_gap_ci95"] = bootstrap_mean(c["answer_nll_gaps"])
+        c["answer_nll_gap_ci95"] = bootstrap_mean(c["answer_nll_gaps"], resamples=2000)
     else:  # a slice run with --no-full-reference has none: a gap over part of the samples would mislead
         for key in ("answer_nll_gaps", "answer_nll_gap", "answer_nll_gap_ci95"):
             c.pop(key, None)
