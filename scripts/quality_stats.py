@@ -1,6 +1,6 @@
 """The two confidence intervals every quality script reports, in one place so that the tables
-the scripts print agree with each other and with `kvserve eval` (engine/eval), which computes the
-same intervals in C++ for its own output."""
+the scripts print agree with each other and with `kvserve eval`, which computes the same
+intervals in C++ (engine/offline/eval_stats.cc) for its own output."""
 import math
 import random
 
