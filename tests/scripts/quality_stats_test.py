@@ -19,7 +19,9 @@ class WilsonTest(unittest.TestCase):
     def test_matches_the_eval_on_every_committed_retrieval_cell(self):
         checked = 0
         for path in sorted(glob.glob(os.path.join(ROOT, "docs", "quality", "*.json"))):
-            for cell in json.load(open(path))["cells"]:
+            with open(path) as f:
+                cells = json.load(f)["cells"]
+            for cell in cells:
                 if cell["task"] == "kl" or not cell.get("values"):
                     continue
                 right = sum(1 for v in cell["values"] if v >= 0.5)
