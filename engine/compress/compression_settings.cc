@@ -16,14 +16,17 @@ namespace kvserve {
 namespace {
 constexpr std::string_view kCompressAtNames[] = {"prefill_end", "chunk"};  // CompressAt's order
 constexpr std::string_view kChunkScoringNames[] = {"question", "window", "question_at_end"};  // ChunkScoring's order
-constexpr std::string_view kEvictedWeightNames[] = {"drop", "merge", "merge-near", "merge-values"};  // EvictedWeight's order
+constexpr std::string_view kEvictedWeightNames[] = {"drop", "merge", "merge-near", "merge-values",
+                                                     "merge-mid"};  // EvictedWeight's order
 }  // namespace
 
 absl::Span<const std::string_view> EvictedWeightNames() { return kEvictedWeightNames; }
 std::string_view EvictedWeightName(EvictedWeight w) { return kEvictedWeightNames[static_cast<size_t>(w)]; }
+bool MergesAt(EvictedWeight w, bool mid_prompt) {
+  return w != EvictedWeight::kDrop && (w != EvictedWeight::kMergeMid || mid_prompt);
+}
 float MergeRadius(EvictedWeight w) {
-  return w == EvictedWeight::kMergeNear || w == EvictedWeight::kMergeValues ? kMergeNearRadius
-                                                                           : std::numeric_limits<float>::infinity();
+  return w == EvictedWeight::kMerge ? std::numeric_limits<float>::infinity() : kMergeNearRadius;
 }
 bool MergesValues(EvictedWeight w) { return w == EvictedWeight::kMergeValues; }
 

@@ -50,15 +50,21 @@ std::string_view ChunkScoringName(ChunkScoring scoring);
 // answers under kMerge; docs/QUALITY.md, twenty-third session). kMergeValues: kMergeNear's
 // weights, and each kept entry's value becomes the weighted mean of the values merged into
 // it, so the entry that stands for its neighbours in the softmax also says what they said
-// (under kMergeNear it speaks for them with its own value). Scoring policies only;
-// merge-reduce weights its own entries.
-enum class EvictedWeight { kDrop, kMerge, kMergeNear, kMergeValues };
+// (under kMergeNear it speaks for them with its own value). kMergeMid: kMergeNear at chunk
+// mode's mid-prompt cuts, and drop at the prompt's end and after it: a single 90% cut at a 2K
+// prompt's end lost multikey answers under kMergeNear that drop kept (docs/QUALITY.md,
+// thirty-third session), while at mid-prompt cuts merging kept as many or more. Scoring
+// policies only; merge-reduce weights its own entries.
+enum class EvictedWeight { kDrop, kMerge, kMergeNear, kMergeValues, kMergeMid };
 // ||a - b|| <= 0.5 ||a||: the nearest kept key within half the evicted key's length.
 inline constexpr float kMergeNearRadius = 0.5f;
-// The one table of evicted-weight names ("drop", "merge", "merge-near", "merge-values"), in
-// EvictedWeight's order.
+// The one table of evicted-weight names ("drop", "merge", "merge-near", "merge-values",
+// "merge-mid"), in EvictedWeight's order.
 absl::Span<const std::string_view> EvictedWeightNames();
 std::string_view EvictedWeightName(EvictedWeight w);
+// Whether a cut under w merges the evicted weight (mid_prompt: a chunk-mode cut before the
+// prompt's end, SelectionRequest::mid_prompt).
+bool MergesAt(EvictedWeight w, bool mid_prompt);
 // The radius MergeEvictedWeights takes for w (kMerge: +inf); w must not be kDrop.
 float MergeRadius(EvictedWeight w);
 // Whether w merges values as well as weights (MergeEvictedWeights's merge_values).

@@ -62,7 +62,7 @@ absl::Status LayerCompressor::Compress(SelectionRequest r, PagePool& pool, Seque
     tracker_->OnSelection(l, heads, len, kept, n_keep);
   }
   float* merged = nullptr;
-  if (evicted_ != EvictedWeight::kDrop) {
+  if (MergesAt(evicted_, r.mid_prompt)) {
     merged = scratch_.Take<float>(heads * n_keep);
     backend_.MergeEvictedWeights(L.kv, L.pages.data(), len, slots, n_keep, MergeRadius(evicted_),
                                  MergesValues(evicted_), merged);

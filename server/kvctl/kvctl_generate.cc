@@ -20,7 +20,7 @@ const char kGenerateUsage[] =
     "  [--presence-penalty P] [--frequency-penalty P] [--seed S] [--stop TEXT]... [--stop-token-id ID]...\n"
     "  [--ignore-eos] [--kv-policy POLICY] [--kv-budget B|auto:RISK] [--budget-plan PLAN (or --kv-plan)]\n"
     "  [--compress-at WHEN] [--chunk-scoring MODE] [--question-tokens N] [--chunk-headroom N]\n"
-    "  [--evicted-weight drop|merge|merge-near|merge-values (unset: the server's default)]\n"
+    "  [--evicted-weight drop|merge|merge-near|merge-values|merge-mid (unset: the server's default)]\n"
     "  [--sink-tokens N (the prompt's first N entries always kept)]\n"
     "  [--request-id ID] [--usage (finish reason, usage and timings on stderr)] [--ids (print token ids)]\n";
 

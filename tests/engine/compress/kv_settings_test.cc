@@ -118,7 +118,8 @@ TEST(KvSettingsTest, EvictedWeightComesFromARowSuffixTheFlagOrTheField) {
   EXPECT_FALSE(ParsePolicySpec("snapkv/chunk").value().evicted_weight.has_value());
   EXPECT_TRUE(Says(ParsePolicySpec("snapkv/chunk+keep").status(), "unknown evicted weight 'keep'"));
   EXPECT_TRUE(Says(ParseEvictedWeight("average", KvSource::kProto).status(),
-                   "kv.evicted_weight 'average' is unknown; use one of drop, merge, merge-near, merge-values"));
+                   "kv.evicted_weight 'average' is unknown; use one of drop, merge, merge-near, merge-values, "
+                   "merge-mid"));
   EXPECT_EQ(ParsePolicySpec("snapkv/chunk+merge-near").value().evicted_weight, EvictedWeight::kMergeNear);
   EXPECT_EQ(ParseEvictedWeight("merge-near", KvSource::kProto).value(), EvictedWeight::kMergeNear);
   EXPECT_EQ(MergeRadius(EvictedWeight::kMergeNear), kMergeNearRadius);
@@ -127,6 +128,14 @@ TEST(KvSettingsTest, EvictedWeightComesFromARowSuffixTheFlagOrTheField) {
   EXPECT_EQ(MergeRadius(EvictedWeight::kMergeValues), kMergeNearRadius);
   EXPECT_TRUE(MergesValues(EvictedWeight::kMergeValues));
   EXPECT_FALSE(MergesValues(EvictedWeight::kMergeNear));
+  EXPECT_EQ(ParsePolicySpec("snapkv/chunk+merge-mid").value().evicted_weight, EvictedWeight::kMergeMid);
+  EXPECT_EQ(MergeRadius(EvictedWeight::kMergeMid), kMergeNearRadius);
+  EXPECT_FALSE(MergesValues(EvictedWeight::kMergeMid));
+  // merge-mid merges only at a mid-prompt cut; the others merge at every cut or none.
+  EXPECT_TRUE(MergesAt(EvictedWeight::kMergeMid, true));
+  EXPECT_FALSE(MergesAt(EvictedWeight::kMergeMid, false));
+  EXPECT_TRUE(MergesAt(EvictedWeight::kMergeNear, false));
+  EXPECT_FALSE(MergesAt(EvictedWeight::kDrop, true));
   EXPECT_TRUE(Says(ParseEvictedWeight("average", KvSource::kFlags).status(), "--evicted-weight 'average'"));
   // Unset it is the server's, and unset there: merge-near for SnapKV and CriticalKV in chunk
   // mode, drop at prefill_end and for the policies not measured with it; set, the request's wins.

@@ -196,6 +196,41 @@ TEST_F(SequenceCompressorTest, ChunkModeMergesNearKeysByDefaultAndPrefillEndDrop
   }
 }
 
+TEST_F(SequenceCompressorTest, MergeMidMergesAtMidPromptCutsAndDropsAtThePromptsEnd) {
+  // merge-mid: merge-near where chunk mode cuts before the prompt's end, drop at its end.
+  // With the default headroom a 600-token prompt is cut once, at its end: merge-mid is drop
+  // there, logit for logit. With a 64-entry headroom it is cut mid-prompt too, and then
+  // merge-mid is neither drop (it merged mid-prompt) nor merge-near (it dropped at the end).
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 600; ++i) prompt.push_back(static_cast<int32_t>((i % 25) * 7 + 3));
+  for (const char* policy : {"snapkv", "criticalkv"}) {
+    for (int64_t headroom : {int64_t{2048}, int64_t{64}}) {
+      CompressionSettings kv;
+      kv.policy = policy;
+      kv.budget = 0.1;
+      kv.window = 16;
+      kv.at = CompressAt::kChunk;
+      kv.chunk_headroom = headroom;
+      kv.evicted_weight = EvictedWeight::kMergeMid;
+      const GenerationResult mid = Run(prompt, kv, 8, 64, 16);
+      kv.evicted_weight = EvictedWeight::kDrop;
+      const GenerationResult drop = Run(prompt, kv, 8, 64, 16);
+      kv.evicted_weight = EvictedWeight::kMergeNear;
+      const GenerationResult near = Run(prompt, kv, 8, 64, 16);
+      const std::string what = std::string(policy) + " headroom " + std::to_string(headroom);
+      EXPECT_EQ(mid.kv_slots_at_end, drop.kv_slots_at_end) << what;
+      if (headroom > static_cast<int64_t>(prompt.size())) {
+        EXPECT_EQ(mid.tokens, drop.tokens) << what;
+        EXPECT_EQ(mid.step_logits, drop.step_logits) << what << ": merged at the prompt's end";
+      } else {
+        EXPECT_GT(mid.compression.compactions, 2 * model_->config.n_layers) << what << ": no mid-prompt cut";
+        EXPECT_NE(mid.step_logits, drop.step_logits) << what << ": merged nothing mid-prompt";
+        EXPECT_NE(mid.step_logits, near.step_logits) << what << ": merged at the prompt's end";
+      }
+    }
+  }
+}
+
 TEST_F(SequenceCompressorTest, BadSettingsAreRejectedWithTheValue) {
   const auto prompt = Prompt(10);
   GenerationOptions o;
