@@ -109,7 +109,7 @@ BudgetPlan PlanOf(const CompressionSettings& s) {
 EvictedWeight EvictedWeightOf(const CompressionSettings& s) {
   if (s.evicted_weight) return *s.evicted_weight;
   const bool measured = s.policy == "snapkv" || s.policy == "criticalkv";
-  return s.at == CompressAt::kChunk && measured ? EvictedWeight::kMergeNear : EvictedWeight::kDrop;
+  return s.at == CompressAt::kChunk && measured ? EvictedWeight::kMergeMid : EvictedWeight::kDrop;
 }
 
 BudgetSpec BudgetOf(const CompressionSettings& s) {

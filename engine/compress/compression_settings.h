@@ -96,7 +96,7 @@ struct CompressionSettings {
   // and a 10% budget, 2048 keeps 49 of 50 passkeys where compressing after every 512-token
   // chunk keeps 43 (docs/QUALITY.md); at 128K it adds 2048 entries per layer to a 13K budget.
   int64_t chunk_headroom = 2048;
-  // Unset: EvictedWeightOf's default (merge-near in chunk mode with SnapKV or CriticalKV).
+  // Unset: EvictedWeightOf's default (merge-mid in chunk mode with SnapKV or CriticalKV).
   std::optional<EvictedWeight> evicted_weight;
   double first_stage_ratio = 0.5;   // CriticalKV
   // The observation window (in queries) and SnapKV's average pool. Not kvpress's 64 and 5 (its
@@ -141,14 +141,16 @@ int64_t ReduceProtectedDims(const CompressionSettings& s);
 
 // The budget plan the settings run: their own, else pyramid for the pyramid policy, else uniform.
 BudgetPlan PlanOf(const CompressionSettings& s);
-// The evicted weight the settings run: their own, else merge-near for SnapKV and CriticalKV
+// The evicted weight the settings run: their own, else merge-mid for SnapKV and CriticalKV
 // in chunk mode, else drop. Chunk mode cuts the prompt several times, and each entry merged
-// into a like kept key keeps its share of attention: at a 10% budget in chunk mode merge-near
-// kept at least as many of the full cache's answers as drop on every cell measured, with
-// SnapKV and with CriticalKV on both plans; at 20% (SnapKV) it was level with drop, losing a
-// near-tie passkey and winning multikey answers (docs/QUALITY.md, twenty-third to
-// twenty-seventh sections, which keep the counts). At prefill_end (one cut) it changed no
-// answer, so the papers' drop stays there; the other policies were not measured with it.
+// into a like kept key at a mid-prompt cut keeps its share of attention until the question
+// arrives: at a 10% budget merging (merge-near) kept at least as many of the full cache's
+// answers as drop on every cell measured at 4K and 8K (docs/QUALITY.md, twenty-third to
+// twenty-seventh sections). At the prompt's end the question's own queries choose what stays,
+// and merging there cost answers: a 2K prompt, cut only there, lost 4 and 2 multikey answers
+// under merge-near that drop (and prefill_end) kept (thirty-third and thirty-fourth sections).
+// At prefill_end (one cut) merge-near changed no answer on passkey at 8K, so the papers' drop
+// stays there; the other policies were not measured with a merge.
 EvictedWeight EvictedWeightOf(const CompressionSettings& s);
 // What engine/budget's QuotasFor reads of the settings (a view of s).
 BudgetSpec BudgetOf(const CompressionSettings& s);

@@ -157,7 +157,7 @@ const char* kEvalHelp =
     "  merges each evicted entry's weight into the kept entry with the nearest key: snapkv/chunk+merge, +merge-near\n"
     "  only into a like key, +merge-values as +merge-near and each kept value the weighted mean of those merged\n"
     "  into it, +merge-mid as +merge-near at mid-prompt cuts and drop at the prompt's end; without one a row\n"
-    "  drops it, though serve's chunk mode merges near keys by default)\n"
+    "  drops it, though serve's chunk mode merges near keys mid-prompt by default)\n"
     "  [--ripple-profile PROFILE.json --ripple-r 8 --ripple-gamma 4]\n"
     "  [--budgets 0.1,0.2,0.3 (fractions of the context)] [--auto-risks 0.1,0.2 (auto:RISK rows; the\n"
     "  cells then show the budget the risk picked, as a share of the context, in parentheses)]\n"

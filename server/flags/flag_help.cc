@@ -48,7 +48,7 @@ constexpr Row kFlags[] = {
     {"evicted-weight", {"WHAT", "the evicted entries' weight: drop, merge (each to the kept entry with the nearest "
                              "key), merge-near (only to a like one) or merge-values (merge-near, and each kept value "
                              "becomes the weighted mean of the values merged into it) or merge-mid (merge-near at "
-                             "chunk mode's mid-prompt cuts, drop at the prompt's end); default merge-near for "
+                             "chunk mode's mid-prompt cuts, drop at the prompt's end); default merge-mid for "
                              "snapkv/criticalkv in chunk mode, else drop"}},
     {"first-stage-ratio", {"R", "CriticalKV: share of the budget chosen by attention alone"}},
     {"fit-count", {"N", "requests submitted to measure admission"}},

@@ -65,7 +65,7 @@ const std::string& KvFlagsHelp() {
         "  kept entry with the nearest key; merge-near: only when that key is within half the evicted key's\n"
         "  length, else dropped; merge-values: merge-near, and each kept value becomes the weighted mean of\n"
         "  the values merged into it; merge-mid: merge-near at chunk mode's mid-prompt cuts, drop at the\n"
-        "  prompt's end; default merge-near in chunk mode with snapkv or criticalkv, else drop)\n",
+        "  prompt's end; default merge-mid in chunk mode with snapkv or criticalkv, else drop)\n",
         "  [--kv-window N=", d.window, "] [--first-stage-ratio R=", d.first_stage_ratio, "] [--pool-kernel K=",
         d.pool_kernel, "] [--sink-tokens N] (the prompt's first N entries always kept;\n"
         "  default 4 with streaming and merge-reduce, 0 with the scoring policies)\n",

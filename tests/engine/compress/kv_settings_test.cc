@@ -137,7 +137,7 @@ TEST(KvSettingsTest, EvictedWeightComesFromARowSuffixTheFlagOrTheField) {
   EXPECT_TRUE(MergesAt(EvictedWeight::kMergeNear, false));
   EXPECT_FALSE(MergesAt(EvictedWeight::kDrop, true));
   EXPECT_TRUE(Says(ParseEvictedWeight("average", KvSource::kFlags).status(), "--evicted-weight 'average'"));
-  // Unset it is the server's, and unset there: merge-near for SnapKV and CriticalKV in chunk
+  // Unset it is the server's, and unset there: merge-mid for SnapKV and CriticalKV in chunk
   // mode, drop at prefill_end and for the policies not measured with it; set, the request's wins.
   CompressionSettings server;
   EXPECT_FALSE(ResolveKvSettings(KvSettings{}, server).evicted_weight.has_value());
@@ -147,7 +147,7 @@ TEST(KvSettingsTest, EvictedWeightComesFromARowSuffixTheFlagOrTheField) {
     chunk.policy = policy;
     const bool measured = std::string_view(policy) == "snapkv" || std::string_view(policy) == "criticalkv";
     EXPECT_EQ(EvictedWeightOf(ResolveKvSettings(chunk, server)),
-              measured ? EvictedWeight::kMergeNear : EvictedWeight::kDrop) << policy;
+              measured ? EvictedWeight::kMergeMid : EvictedWeight::kDrop) << policy;
     KvSettings at_end = chunk;
     at_end.compress_at = CompressAt::kPrefillEnd;
     EXPECT_EQ(EvictedWeightOf(ResolveKvSettings(at_end, server)), EvictedWeight::kDrop) << policy;

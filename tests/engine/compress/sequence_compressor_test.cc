@@ -165,10 +165,11 @@ TEST_F(SequenceCompressorTest, ChunkModeBoundsThePeakBelowPrefillEnd) {
   EXPECT_GT(chunked.compression.compactions, at_end.compression.compactions);
 }
 
-TEST_F(SequenceCompressorTest, ChunkModeMergesNearKeysByDefaultAndPrefillEndDrops) {
+TEST_F(SequenceCompressorTest, ChunkModeMergesMidPromptByDefaultAndPrefillEndDrops) {
   // What a request that names no evicted weight gets: chunk mode with SnapKV or CriticalKV
-  // generates exactly as merge-near (and not as drop, whose logits differ), prefill_end as drop.
-  // A phrase repeated: its entries' keys come back near each other, so merge-near merges
+  // generates exactly as merge-mid (and not as drop or merge-near, whose logits differ),
+  // prefill_end as drop. A 64-entry headroom cuts the prompt mid-way, so merge-mid merges.
+  // A phrase repeated: its entries' keys come back near each other, so the merges happen
   // (a random model's keys for unrepeated tokens are nowhere near half their length apart).
   std::vector<int32_t> prompt;
   for (int i = 0; i < 600; ++i) prompt.push_back(static_cast<int32_t>((i % 25) * 7 + 3));
@@ -179,17 +180,22 @@ TEST_F(SequenceCompressorTest, ChunkModeMergesNearKeysByDefaultAndPrefillEndDrop
       kv.budget = 0.1;
       kv.window = 16;
       kv.at = at;
+      kv.chunk_headroom = 64;
       const GenerationResult by_default = Run(prompt, kv, 8, 64, 16);
+      kv.evicted_weight = EvictedWeight::kMergeMid;
+      const GenerationResult mid = Run(prompt, kv, 8, 64, 16);
       kv.evicted_weight = EvictedWeight::kMergeNear;
       const GenerationResult near = Run(prompt, kv, 8, 64, 16);
       kv.evicted_weight = EvictedWeight::kDrop;
       const GenerationResult drop = Run(prompt, kv, 8, 64, 16);
-      const GenerationResult& same = at == CompressAt::kChunk ? near : drop;
-      const GenerationResult& other = at == CompressAt::kChunk ? drop : near;
+      const GenerationResult& same = at == CompressAt::kChunk ? mid : drop;
       const std::string what = std::string(policy) + " " + std::string(CompressAtName(at));
       EXPECT_EQ(by_default.tokens, same.tokens) << what;
       EXPECT_EQ(by_default.step_logits, same.step_logits) << what;
-      EXPECT_NE(by_default.step_logits, other.step_logits) << what << ": the merge changes no logit here";
+      EXPECT_NE(by_default.step_logits, near.step_logits) << what << ": merged at the prompt's end";
+      if (at == CompressAt::kChunk) {
+        EXPECT_NE(by_default.step_logits, drop.step_logits) << what << ": merged nothing mid-prompt";
+      }
       kv.evicted_weight = EvictedWeight::kMergeValues;
       EXPECT_NE(Run(prompt, kv, 8, 64, 16).step_logits, near.step_logits) << what << ": merge-values merged no value";
     }
