@@ -37,8 +37,8 @@ class LayerCompressor {
 
   // Keeps r.n_keep entries per KV head of layer l (r.layer's pages are backend memory,
   // r.window host memory), compacts them to the leading slots (with the evicted entries'
-  // weight merged into them where MergesAt(evicted, r.mid_prompt)) and frees the pages past them (a
-  // question probe's slots, r.probe_slots, among them). Adds to *stats.
+  // weight merged into them where MergesAt(evicted, r.mid_prompt)) and frees the pages past
+  // them (a question probe's slots, r.probe_slots, among them). Adds to *stats.
   absl::Status Compress(SelectionRequest r, PagePool& pool, SequenceKv& seq, int64_t l, CompressionStats* stats);
   // Follows every later selection in *tracker (a diagnostic: the kept slots are read back).
   void TrackPositions(KeptPositions* tracker) { tracker_ = tracker; }
