@@ -3,6 +3,8 @@
 // the scheduler admits more compressed requests into the same pool.
 #include "engine/compress/sequence_compressor.h"
 
+#include <optional>
+
 #include "engine/compress/basic_policies.h"
 #include "engine/compress/compaction.h"
 #include "engine/compress/criticalkv_policy.h"
@@ -18,7 +20,33 @@
 namespace kvserve {
 namespace {
 
-class SequenceCompressorTest : public TinyGenerationTest {};
+class SequenceCompressorTest : public TinyGenerationTest {
+ protected:
+  // A phrase repeated to 600 tokens: its entries' keys come back near each other, so
+  // merge-near's merges happen (a random model's keys for unrepeated tokens are nowhere near
+  // half their length apart).
+  static std::vector<int32_t> RepeatedPhrase() {
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 600; ++i) prompt.push_back(static_cast<int32_t>((i % 25) * 7 + 3));
+    return prompt;
+  }
+  // The evicted-weight tests' settings: a 10% budget, window 16, headroom as given.
+  static CompressionSettings TenPercent(const char* policy, CompressAt at, int64_t headroom) {
+    CompressionSettings kv;
+    kv.policy = policy;
+    kv.budget = 0.1;
+    kv.window = 16;
+    kv.at = at;
+    kv.chunk_headroom = headroom;
+    return kv;
+  }
+  // 8 tokens after `prompt` in 64-token chunks and 16-slot pages; `weight` unset: the default.
+  GenerationResult RunWeighted(const std::vector<int32_t>& prompt, CompressionSettings kv,
+                               std::optional<EvictedWeight> weight) {
+    kv.evicted_weight = weight;
+    return Run(prompt, kv, 8, 64, 16);
+  }
+};
 
 TEST_F(SequenceCompressorTest, ABudgetThatNeverBindsIsIdenticalToTheFullCache) {
   const auto prompt = Prompt(150);
@@ -169,25 +197,14 @@ TEST_F(SequenceCompressorTest, ChunkModeMergesMidPromptByDefaultAndPrefillEndDro
   // What a request that names no evicted weight gets: chunk mode with SnapKV or CriticalKV
   // generates exactly as merge-mid (and not as drop or merge-near, whose logits differ),
   // prefill_end as drop. A 64-entry headroom cuts the prompt mid-way, so merge-mid merges.
-  // A phrase repeated: its entries' keys come back near each other, so the merges happen
-  // (a random model's keys for unrepeated tokens are nowhere near half their length apart).
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 600; ++i) prompt.push_back(static_cast<int32_t>((i % 25) * 7 + 3));
+  const std::vector<int32_t> prompt = RepeatedPhrase();
   for (const char* policy : {"snapkv", "criticalkv"}) {
     for (CompressAt at : {CompressAt::kChunk, CompressAt::kPrefillEnd}) {
-      CompressionSettings kv;
-      kv.policy = policy;
-      kv.budget = 0.1;
-      kv.window = 16;
-      kv.at = at;
-      kv.chunk_headroom = 64;
-      const GenerationResult by_default = Run(prompt, kv, 8, 64, 16);
-      kv.evicted_weight = EvictedWeight::kMergeMid;
-      const GenerationResult mid = Run(prompt, kv, 8, 64, 16);
-      kv.evicted_weight = EvictedWeight::kMergeNear;
-      const GenerationResult near = Run(prompt, kv, 8, 64, 16);
-      kv.evicted_weight = EvictedWeight::kDrop;
-      const GenerationResult drop = Run(prompt, kv, 8, 64, 16);
+      const CompressionSettings kv = TenPercent(policy, at, 64);
+      const GenerationResult by_default = RunWeighted(prompt, kv, std::nullopt);
+      const GenerationResult mid = RunWeighted(prompt, kv, EvictedWeight::kMergeMid);
+      const GenerationResult near = RunWeighted(prompt, kv, EvictedWeight::kMergeNear);
+      const GenerationResult drop = RunWeighted(prompt, kv, EvictedWeight::kDrop);
       const GenerationResult& same = at == CompressAt::kChunk ? mid : drop;
       const std::string what = std::string(policy) + " " + std::string(CompressAtName(at));
       EXPECT_EQ(by_default.tokens, same.tokens) << what;
@@ -196,8 +213,8 @@ TEST_F(SequenceCompressorTest, ChunkModeMergesMidPromptByDefaultAndPrefillEndDro
       if (at == CompressAt::kChunk) {
         EXPECT_NE(by_default.step_logits, drop.step_logits) << what << ": merged nothing mid-prompt";
       }
-      kv.evicted_weight = EvictedWeight::kMergeValues;
-      EXPECT_NE(Run(prompt, kv, 8, 64, 16).step_logits, near.step_logits) << what << ": merge-values merged no value";
+      EXPECT_NE(RunWeighted(prompt, kv, EvictedWeight::kMergeValues).step_logits, near.step_logits)
+          << what << ": merge-values merged no value";
     }
   }
 }
@@ -207,28 +224,19 @@ TEST_F(SequenceCompressorTest, MergeMidMergesAtMidPromptCutsAndDropsAtThePrompts
   // With the default headroom a 600-token prompt is cut once, at its end: merge-mid is drop
   // there, logit for logit. With a 64-entry headroom it is cut mid-prompt too, and then
   // merge-mid is neither drop (it merged mid-prompt) nor merge-near (it dropped at the end).
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 600; ++i) prompt.push_back(static_cast<int32_t>((i % 25) * 7 + 3));
+  const std::vector<int32_t> prompt = RepeatedPhrase();
   for (const char* policy : {"snapkv", "criticalkv"}) {
     for (int64_t headroom : {int64_t{2048}, int64_t{64}}) {
-      CompressionSettings kv;
-      kv.policy = policy;
-      kv.budget = 0.1;
-      kv.window = 16;
-      kv.at = CompressAt::kChunk;
-      kv.chunk_headroom = headroom;
-      kv.evicted_weight = EvictedWeight::kMergeMid;
-      const GenerationResult mid = Run(prompt, kv, 8, 64, 16);
-      kv.evicted_weight = EvictedWeight::kDrop;
-      const GenerationResult drop = Run(prompt, kv, 8, 64, 16);
-      kv.evicted_weight = EvictedWeight::kMergeNear;
-      const GenerationResult near = Run(prompt, kv, 8, 64, 16);
+      const CompressionSettings kv = TenPercent(policy, CompressAt::kChunk, headroom);
+      const GenerationResult mid = RunWeighted(prompt, kv, EvictedWeight::kMergeMid);
+      const GenerationResult drop = RunWeighted(prompt, kv, EvictedWeight::kDrop);
       const std::string what = std::string(policy) + " headroom " + std::to_string(headroom);
       EXPECT_EQ(mid.kv_slots_at_end, drop.kv_slots_at_end) << what;
       if (headroom > static_cast<int64_t>(prompt.size())) {
         EXPECT_EQ(mid.tokens, drop.tokens) << what;
         EXPECT_EQ(mid.step_logits, drop.step_logits) << what << ": merged at the prompt's end";
       } else {
+        const GenerationResult near = RunWeighted(prompt, kv, EvictedWeight::kMergeNear);
         EXPECT_GT(mid.compression.compactions, 2 * model_->config.n_layers) << what << ": no mid-prompt cut";
         EXPECT_NE(mid.step_logits, drop.step_logits) << what << ": merged nothing mid-prompt";
         EXPECT_NE(mid.step_logits, near.step_logits) << what << ": merged at the prompt's end";
