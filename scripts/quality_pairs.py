@@ -17,7 +17,9 @@ The full cache's answers come from whichever side has the --full-row (a run of t
 alone pairs with a base run that had both). Runs whose draws differ (seed or prompt style) are
 refused: their sample numbers name different prompts. --samples does not change a sample's
 prompt (each is drawn from the seed, task, context and its number), so a run of 100 samples
-pairs with one of 50 on the 50 they share.
+pairs with one of 50 on the 50 they share. A row pooled from runs at different compression
+settings (window, pool, chunk, headroom: a committed run at an older pool matched by a broad
+glob) is paired all the same, with a warning on stderr naming the files of each setting.
 """
 import argparse
 import glob
@@ -63,7 +65,17 @@ def load_log(path, samples):
     return draw
 
 
-def load_json(path, samples):
+def run_settings(meta):
+    """The settings a run compressed with, as the eval's meta records them (older files name
+    the pool only in their command)."""
+    words = meta.get("command", "").split()
+    flag = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+    pool = meta.get("pool_kernel") or (int(flag["--pool-kernel"]) if "--pool-kernel" in flag else None)
+    return (("window", meta.get("window")), ("pool", pool), ("chunk", meta.get("prefill_chunk")),
+            ("headroom", meta.get("chunk_headroom")))
+
+
+def load_json(path, samples, settings=None):
     """A `kvserve eval --json` result file; returns the draw's identity."""
     with open(path) as f:
         result = json.load(f)
@@ -75,6 +87,8 @@ def load_json(path, samples):
         # The full cache's row has no budget ('-'): it is named by its policy alone.
         row = c["policy"] if c["budget"] == "-" else f'{c["policy"]}/{c["budget"]}'
         key = (row, c["task"], c["context"])
+        if settings is not None and c["policy"] != "full":  # the full cache compresses nothing
+            settings.setdefault(key, {}).setdefault(run_settings(meta), []).append(os.path.basename(path))
         # A run with --no-full-reference has answer NLLs and no gaps; older files have gaps only.
         gaps = c.get("answer_nll_gaps") or [None] * len(c["values"])
         nlls = c.get("answer_nlls") or [None] * len(c["values"])
@@ -89,12 +103,17 @@ def load(patterns):
     files = sorted({f for p in patterns.split() for f in glob.glob(p)})
     if not files:
         sys.exit(f"quality_pairs: no file matches {patterns!r}")
-    samples, draw = {}, None
+    samples, draw, settings = {}, None, {}
     for path in files:
-        this = (load_log if path.endswith(".log") else load_json)(path, samples)
+        this = load_log(path, samples) if path.endswith(".log") else load_json(path, samples, settings)
         if draw is not None and this != draw:
             sys.exit(f"quality_pairs: {path} is another draw (seed, prompt style {this} against {draw})")
         draw = this
+    for (row, task, context), runs in sorted(settings.items()):
+        if len(runs) > 1:
+            each = "; ".join(f"{', '.join(f'{k} {v}' for k, v in s)}: {', '.join(names)}" for s, names in runs.items())
+            print(f"quality_pairs: warning: {row} on {task}@{context} pools runs at different settings "
+                  f"({each}); a sample in two of them keeps the last file's answer", file=sys.stderr)
     return samples, draw
 
 

@@ -4,7 +4,8 @@ back what docs/QUALITY.md states (passkey at 8K, seed 0: the pool of 25 keeps 33
 cache's 35, the same samples as the pool of 31, none lost or gained); on slices it pools by
 sample number and names the samples lost and gained; a stopped run's --verbose log pairs as
 its JSON would; runs without the full cache's prefill pair on their answer NLLs; runs of
-different draws (seed, prompt style) are refused, runs of more samples are not."""
+different draws (seed, prompt style) are refused, runs of more samples are not; a row pooled
+from runs at different settings (pool) is named in a warning."""
 import contextlib
 import io
 import json
@@ -19,9 +20,9 @@ import quality_pairs  # noqa: E402
 Q = os.path.join(ROOT, "docs", "quality")
 
 
-def run(*argv):
+def run(*argv, stderr=None):
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(stderr or io.StringIO()):
         blocks = quality_pairs.main(list(argv))
     return blocks, out.getvalue()
 
@@ -54,6 +55,18 @@ def main():
         # Of the full cache's three right answers (0-2): base keeps 0 and 2, new 1 and 2.
         assert (block["full"], block["base_of_full"], block["new_of_full"]) == (3, 2, 2), block
         assert abs(block["gap_difference"][0] - (0.2 - 0.4 + 0 + 0) / 4) < 1e-12, block
+        # Slices at one setting pool quietly; a slice at another pool is named in a warning.
+        warned = io.StringIO()
+        run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "new_*.json"), stderr=warned)
+        assert warned.getvalue() == "", warned.getvalue()
+        older = result(0, 2, [("snapkv/chunk", "0.10", [1, 1], [0.2, 0.3])])
+        older["meta"]["command"] = "kvserve --pool-kernel 21 --json new_c.json"
+        write("new_c.json", older)
+        run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "new_*.json"), stderr=warned)
+        assert "snapkv/chunk/0.10 on passkey@100 pools runs at different settings" in warned.getvalue(), warned.getvalue()
+        assert "pool None, chunk None, headroom None: new_a.json, new_b.json;" in warned.getvalue(), warned.getvalue()
+        assert "pool 21, chunk None, headroom None: new_c.json)" in warned.getvalue(), warned.getvalue()
+        os.remove(os.path.join(d, "new_c.json"))
         # A run of 20 samples draws the same first 10 prompts: it pairs on those it shares.
         write("longer.json", result(0, 2, [("snapkv/chunk", "0.10", [0, 1, 1], [0.2, 0.3, 0.0])], samples=20))
         (block,), text = run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "longer.json"))
