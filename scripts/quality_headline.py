@@ -38,18 +38,28 @@ NEUTRAL_FLAGS = {"--model", "--policies", "--budgets", "--contexts", "--tasks", 
                  "--chunk-headroom", "--pool-kernel", "--corpus"}
 
 
-def settings_of(meta):
-    """The run's settings, {} when it ran with a flag outside NEUTRAL_FLAGS or another corpus."""
+def command_flags(meta):
+    """The run's command line as {flag: the word after it}."""
     words = meta.get("command", "").split()
-    if any(w.startswith("--") and w not in NEUTRAL_FLAGS for w in words):
-        return {}
-    flag = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
-    if not flag.get("--corpus", "tests/data/corpus").rstrip("/").endswith("tests/data/corpus"):
-        return {}
+    return {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+
+
+def recorded_settings(meta):
+    """The compression settings the run recorded (window, pool, chunk, headroom), whatever its
+    other flags."""
     # Older files name the pool only in their command.
-    pool = meta.get("pool_kernel") or int(flag.get("--pool-kernel", 0)) or None
+    pool = meta.get("pool_kernel") or int(command_flags(meta).get("--pool-kernel", 0)) or None
     return {"window": meta.get("window"), "pool_kernel": pool, "prefill_chunk": meta.get("prefill_chunk"),
             "chunk_headroom": meta.get("chunk_headroom")}
+
+
+def settings_of(meta):
+    """The run's settings, {} when it ran with a flag outside NEUTRAL_FLAGS or another corpus."""
+    if any(w.startswith("--") and w not in NEUTRAL_FLAGS for w in meta.get("command", "").split()):
+        return {}
+    if not command_flags(meta).get("--corpus", "tests/data/corpus").rstrip("/").endswith("tests/data/corpus"):
+        return {}
+    return recorded_settings(meta)
 
 
 def load(paths):

@@ -30,6 +30,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quality_headline import recorded_settings  # noqa: E402
 from quality_stats import bootstrap_mean, wilson  # noqa: E402
 
 LOG_HEADER = re.compile(r"^kvserve eval: .*, (\d+) samples each, (\S+) prompts, seed (\d+)")
@@ -66,13 +67,11 @@ def load_log(path, samples):
 
 
 def run_settings(meta):
-    """The settings a run compressed with, as the eval's meta records them (older files name
-    the pool only in their command)."""
-    words = meta.get("command", "").split()
-    flag = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
-    pool = meta.get("pool_kernel") or (int(flag["--pool-kernel"]) if "--pool-kernel" in flag else None)
-    return (("window", meta.get("window")), ("pool", pool), ("chunk", meta.get("prefill_chunk")),
-            ("headroom", meta.get("chunk_headroom")))
+    """The settings a run compressed with (quality_headline's reading of its meta), named as the
+    warning prints them."""
+    s = recorded_settings(meta)
+    return (("window", s["window"]), ("pool", s["pool_kernel"]), ("chunk", s["prefill_chunk"]),
+            ("headroom", s["chunk_headroom"]))
 
 
 def load_json(path, samples, settings=None):
