@@ -9,7 +9,8 @@ is spread over several sections. This pools every run made at the settings the r
 measured with (window 16, pool 31, chunk 512, headroom 2048, no other setting flag) into one
 table per (task, context, budget, draw): each row's answers with a Wilson interval, how many of
 the full cache's right answers it keeps (the same samples), its answer NLL gap to the full
-cache, its peak KV bytes, and for a chunk-mode row whether its accuracy lies inside the
+cache (a run without the full cache paired with the full cache's answer NLLs from another run
+of the same samples), its peak KV bytes, and for a chunk-mode row whether its accuracy lies inside the
 interval of the same policy and plan at `prefill_end` (issue 16's catch-up test).
 
 A run stopped early counts with the samples it finished. Rows run at other settings are left
@@ -63,7 +64,7 @@ def settings_of(meta):
 
 
 def load(paths):
-    """{(draw, task, context, budget, policy): {sample: (correct, nll_gap, file, peak)}}, the
+    """{(draw, task, context, budget, policy): {sample: (correct, nll_gap, file, peak, nll)}}, the
     samples two files disagree on, and the files left out."""
     rows, disagree, skipped, runs = {}, [], [], []
     for path in paths:
@@ -92,8 +93,9 @@ def load(paths):
                 continue
             key = (draw, c["task"], c["context"], c["budget"], c["policy"])
             gaps = c.get("answer_nll_gaps") or [None] * len(c["values"])
-            for i, (v, g) in enumerate(zip(c["values"], gaps)):
-                sample, new = first + i, (v >= 0.5, g, name, c.get("peak_kv_bytes"))
+            nlls = c.get("answer_nlls") or [None] * len(c["values"])
+            for i, (v, g, nll) in enumerate(zip(c["values"], gaps, nlls)):
+                sample, new = first + i, (v >= 0.5, g, name, c.get("peak_kv_bytes"), nll)
                 old = rows.setdefault(key, {}).setdefault(sample, new)
                 if old[0] != new[0]:
                     disagree.append((key, sample, old[2], old[0], name))
@@ -120,6 +122,17 @@ def catch_up(policy, rows, key_of):
     return "inside" if accuracy <= hi else f"above its [{lo:.2f}, {hi:.2f}]"
 
 
+def nll_gap(sample, full_sample):
+    """A sample's answer NLL gap to the full cache: the one its run measured, else (a run without
+    the full cache) its answer NLL less the full cache's on that sample in another run; the
+    full cache compresses nothing, so its NLL is the same in any run but for float rounding."""
+    if sample[1] is not None:
+        return sample[1]
+    if full_sample is None or sample[4] is None or full_sample[4] is None:
+        return None
+    return sample[4] - full_sample[4]
+
+
 def table(rows, disagree, draw, task, context, budget, out):
     model, seed, style = draw
     share = f"{float(budget):.0%}"
@@ -143,7 +156,7 @@ def table(rows, disagree, draw, task, context, budget, out):
                 k = sum(cells[s][0] for s in theirs)
                 klo, khi = wilson(k, len(theirs))
                 kept = f"{k} of {len(theirs)} ({k / len(theirs):.0%} [{klo:.0%}, {khi:.0%}])"
-        gaps = [v[1] for v in cells.values() if v[1] is not None]
+        gaps = [g for g in (nll_gap(v, full.get(s)) for s, v in cells.items()) if g is not None]
         gap = "-"
         if gaps and policy != "full":
             glo, ghi = bootstrap_mean(gaps, resamples=2000)

@@ -36,14 +36,18 @@ def table_row(text, heading, row):
     raise AssertionError(f"no row {row} under {heading}:\n{block}")
 
 
-def result(first, cells, flags=DEFAULTS, pool=31, seed=0):
+def result(first, cells, flags=DEFAULTS, pool=31, seed=0, nlls=None, gaps=True):
+    """A made-up run: cells as (policy, budget, values); `nlls` {policy: each sample's answer NLL};
+    without `gaps` it records no NLL gaps, as a run without the full cache."""
     n = len(cells[0][2])
+    nlls = nlls or {}
     return {"meta": {"seed": seed, "samples": 10, "prompt_style": "plain", "sample_range": [first, first + n],
                      "window": 16, "pool_kernel": pool, "prefill_chunk": 512, "chunk_headroom": 2048,
                      "model": "models/m.gguf", "complete": True,
                      "command": f"kvserve --model models/m.gguf --samples 10 {flags} --json x.json"},
             "cells": [{"policy": p, "budget": b, "task": "passkey", "context": 100, "values": v,
-                       "answer_nll_gaps": [0.0 if p == "full" else 0.5] * n, "peak_kv_bytes": 2_000_000}
+                       "answer_nll_gaps": [0.0 if p == "full" else 0.5] * n if gaps else None,
+                       "answer_nlls": nlls.get(p), "peak_kv_bytes": 2_000_000}
                       for p, b, v in cells]}
 
 
@@ -65,7 +69,12 @@ def main():
             json.dump(r, open(os.path.join(d, name), "w"))
         # The full cache (from a run at another pool) reads 0-7; prefill_end reads 8 of 10.
         write("a_full.json", result(0, [("full", "-", [1] * 8 + [0, 0]),
-                                        ("snapkv/prefill_end", "0.10", [1] * 10)], pool=21))
+                                        ("snapkv/prefill_end", "0.10", [1] * 10)], pool=21,
+                                    nlls={"full": [1.0] * 5 + [2.0] * 5}))
+        # A run without the full cache: its gaps come from its answer NLLs less a_full's, and
+        # none for the samples where a_full's NLL is not known (its own NLL missing on 8-9).
+        write("f_mid.json", result(0, [("snapkv/chunk+merge-mid", "0.10", [1] * 8 + [0, 0])], gaps=False,
+                                   nlls={"snapkv/chunk+merge-mid": [1.25] * 5 + [2.25] * 3 + [None] * 2}))
         write("b_end.json", result(0, [("snapkv/prefill_end", "0.10", [1] * 8 + [0, 0])]))
         # The chunk row in two slices, 8 of 10: inside; its drop form 2 of 10: below.
         write("c_chunk_0.json", result(0, [("snapkv/chunk+merge-near", "0.10", [1, 1, 1, 1, 0]),
@@ -87,6 +96,8 @@ def main():
         assert near[5] == "0.500 [0.500, 0.500]" and near[6] == "2.0 MB", near
         drop = table_row(text, heading, "snapkv/chunk")
         assert drop[2] == "2" and drop[7] == "**below** its [0.49, 0.94]", drop
+        mid = table_row(text, heading, "snapkv/chunk+merge-mid")
+        assert mid[5] == "0.250 [0.250, 0.250] (over 8)", mid
         assert "criticalkv/chunk" not in text, text
         assert "snapkv/chunk+merge-near, sample 6: right in c_chunk_5.json (kept), wrong in d_rerun.json" in text, text
         assert "2 files at other settings" in text, text
