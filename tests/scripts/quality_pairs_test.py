@@ -5,7 +5,7 @@ cache's 35, the same samples as the pool of 31, none lost or gained); on slices 
 sample number and names the samples lost and gained; a stopped run's --verbose log pairs as
 its JSON would; runs without the full cache's prefill pair on their answer NLLs; runs of
 different draws (seed, prompt style) are refused, runs of more samples are not; a row pooled
-from runs at different settings (pool) is named in a warning."""
+from runs at different settings (pool) is named in a warning, the full cache's row is not."""
 import contextlib
 import io
 import json
@@ -67,6 +67,14 @@ def main():
         assert "pool None, chunk None, headroom None: new_a.json, new_b.json;" in warned.getvalue(), warned.getvalue()
         assert "pool 21, chunk None, headroom None: new_c.json)" in warned.getvalue(), warned.getvalue()
         os.remove(os.path.join(d, "new_c.json"))
+        # The full cache's rows pool quietly whatever their settings: it compresses nothing.
+        full_older = result(0, 4, [("full", "-", [1, 0], None)])
+        full_older["meta"]["command"] = "kvserve --pool-kernel 21 --json base_b.json"
+        write("base_b.json", full_older)
+        quiet = io.StringIO()
+        run("--base", os.path.join(d, "base*.json"), "--new", os.path.join(d, "new_*.json"), stderr=quiet)
+        assert quiet.getvalue() == "", quiet.getvalue()
+        os.remove(os.path.join(d, "base_b.json"))
         # A run of 20 samples draws the same first 10 prompts: it pairs on those it shares.
         write("longer.json", result(0, 2, [("snapkv/chunk", "0.10", [0, 1, 1], [0.2, 0.3, 0.0])], samples=20))
         (block,), text = run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "longer.json"))
