@@ -17,7 +17,7 @@ A run stopped early counts with the samples it finished. Rows run at other setti
 out and their files counted (the full cache's rows are kept: it compresses nothing). A sample
 that two runs measured for one row (the same row rerun with another binary or on another
 machine) keeps the answer of the first file, those at today's settings before the others and
-each sorted by name; the samples whose answers differ are listed under the table: they are
+each sorted by name, and what that file did not measure (an answer NLL) from the next that did; the samples whose answers differ are listed under the table: they are
 near ties, not a setting's effect.
 """
 import argparse
@@ -99,6 +99,11 @@ def load(paths):
                 old = rows.setdefault(key, {}).setdefault(sample, new)
                 if old[0] != new[0]:
                     disagree.append((key, sample, old[2], old[0], name))
+                elif old is not new:
+                    # What the kept file did not measure (a gap without the full cache, an
+                    # answer NLL before runs recorded it) a rerun that answered alike gives.
+                    gap, nll = (old[1] if old[1] is not None else g), (old[4] if old[4] is not None else nll)
+                    rows[key][sample] = (old[0], gap, old[2], old[3], nll)
     return rows, disagree, skipped
 
 

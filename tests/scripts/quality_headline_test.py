@@ -75,7 +75,10 @@ def main():
         # none for the samples where a_full's NLL is not known (its own NLL missing on 8-9).
         write("f_mid.json", result(0, [("snapkv/chunk+merge-mid", "0.10", [1] * 8 + [0, 0])], gaps=False,
                                    nlls={"snapkv/chunk+merge-mid": [1.25] * 5 + [2.25] * 3 + [None] * 2}))
-        write("b_end.json", result(0, [("snapkv/prefill_end", "0.10", [1] * 8 + [0, 0])]))
+        # b_end also runs the full cache, recording no answer NLLs (as runs before them): its
+        # answers are kept (today's settings come first), a_full's NLLs fill in.
+        write("b_end.json", result(0, [("snapkv/prefill_end", "0.10", [1] * 8 + [0, 0]),
+                                       ("full", "-", [1] * 8 + [0, 0])]))
         # The chunk row in two slices, 8 of 10: inside; its drop form 2 of 10: below.
         write("c_chunk_0.json", result(0, [("snapkv/chunk+merge-near", "0.10", [1, 1, 1, 1, 0]),
                                            ("snapkv/chunk", "0.10", [1, 0, 0, 0, 0])]))
