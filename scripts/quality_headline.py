@@ -10,15 +10,16 @@ measured with (window 16, pool 31, chunk 512, headroom 2048, no other setting fl
 table per (task, context, budget, draw): each row's answers with a Wilson interval, how many of
 the full cache's right answers it keeps (the same samples), its answer NLL gap to the full
 cache (a run without the full cache paired with the full cache's answer NLLs from another run
-of the same samples), its peak KV bytes, and for a chunk-mode row whether its accuracy lies inside the
-interval of the same policy and plan at `prefill_end` (issue 16's catch-up test).
+of the same samples), its peak KV bytes, and for a chunk-mode row whether its accuracy lies
+inside the interval of the same policy and plan at `prefill_end` (issue 16's catch-up test).
 
 A run stopped early counts with the samples it finished. Rows run at other settings are left
 out and their files counted (the full cache's rows are kept: it compresses nothing). A sample
 that two runs measured for one row (the same row rerun with another binary or on another
 machine) keeps the answer of the first file, those at today's settings before the others and
-each sorted by name, and what that file did not measure (an answer NLL) from the next that did; the samples whose answers differ are listed under the table: they are
-near ties, not a setting's effect.
+each sorted by name, and what that file did not measure (an answer NLL) from the next that
+did; the samples whose answers differ are listed under the table: they are near ties, not a
+setting's effect.
 """
 import argparse
 import glob

@@ -5,7 +5,8 @@ it gives back what docs/QUALITY.md states for passkey at 8K, 10% (the full cache
 CriticalKV@ripple in chunk mode 28 of them with drop, below its `prefill_end`'s interval, and
 34 with merge-near, inside it); on made-up runs it pools slices, keeps the full cache's rows of
 runs at other settings but no other row of theirs, judges a chunk row against its own policy's
-`prefill_end`, and lists the samples two runs answered differently."""
+`prefill_end`, lists the samples two runs answered differently, and gives a run without the
+full cache its answer NLL gap from the full cache's answer NLLs in another run."""
 import contextlib
 import io
 import json
