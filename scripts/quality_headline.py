@@ -64,6 +64,13 @@ def settings_of(meta):
     return recorded_settings(meta)
 
 
+def cell_samples(cell):
+    """Each sample of a result cell as (value, answer NLL gap, answer NLL), None for what its run
+    did not record: a run with --no-full-reference has NLLs and no gaps, older runs gaps only."""
+    n = len(cell["values"])
+    return zip(cell["values"], cell.get("answer_nll_gaps") or [None] * n, cell.get("answer_nlls") or [None] * n)
+
+
 def load(paths):
     """{(draw, task, context, budget, policy): {sample: (correct, nll_gap, file, peak, nll)}}, the
     samples two files disagree on, and the files left out."""
@@ -93,9 +100,7 @@ def load(paths):
             if c["task"] == "kl" or (settings != SETTINGS and not full_ok):
                 continue
             key = (draw, c["task"], c["context"], c["budget"], c["policy"])
-            gaps = c.get("answer_nll_gaps") or [None] * len(c["values"])
-            nlls = c.get("answer_nlls") or [None] * len(c["values"])
-            for i, (v, g, nll) in enumerate(zip(c["values"], gaps, nlls)):
+            for i, (v, g, nll) in enumerate(cell_samples(c)):
                 sample, new = first + i, (v >= 0.5, g, name, c.get("peak_kv_bytes"), nll)
                 old = rows.setdefault(key, {}).setdefault(sample, new)
                 if old[0] != new[0]:

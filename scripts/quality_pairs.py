@@ -30,7 +30,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from quality_headline import recorded_settings  # noqa: E402
+from quality_headline import cell_samples, recorded_settings  # noqa: E402
 from quality_stats import bootstrap_mean, wilson  # noqa: E402
 
 LOG_HEADER = re.compile(r"^kvserve eval: .*, (\d+) samples each, (\S+) prompts, seed (\d+)")
@@ -88,10 +88,7 @@ def load_json(path, samples, settings=None):
         key = (row, c["task"], c["context"])
         if settings is not None and c["policy"] != "full":  # the full cache compresses nothing
             settings.setdefault(key, {}).setdefault(run_settings(meta), []).append(os.path.basename(path))
-        # A run with --no-full-reference has answer NLLs and no gaps; older files have gaps only.
-        gaps = c.get("answer_nll_gaps") or [None] * len(c["values"])
-        nlls = c.get("answer_nlls") or [None] * len(c["values"])
-        for i, (v, g, nll) in enumerate(zip(c["values"], gaps, nlls)):
+        for i, (v, g, nll) in enumerate(cell_samples(c)):
             samples.setdefault(key, {})[first + i] = (v >= 0.5, g, nll)
     return (meta.get("seed", 0), meta.get("prompt_style", "plain"))
 
