@@ -15,7 +15,12 @@ def wilson(successes, n, z=Z95):
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [max(0.0, centre - half), min(1.0, centre + half)]
+    # At p = 1 (or 0) the upper (lower) end is exactly 1 (0); the closed form lands a rounding
+    # error short for some n (10 of 10: 0.9999999999999999), and a row of 10 right answers
+    # would read as above an interval ending at 1.
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return [lo, hi]
 
 
 def bootstrap_mean(values, resamples=5000, seed=0):

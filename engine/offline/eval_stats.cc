@@ -12,7 +12,9 @@ Interval WilsonInterval(int64_t successes, int64_t n) {
   const double nn = static_cast<double>(n), p = static_cast<double>(successes) / nn, z2 = z * z;
   const double center = (p + z2 / (2 * nn)) / (1 + z2 / nn);
   const double half = z / (1 + z2 / nn) * std::sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
-  return {std::max(0.0, center - half), std::min(1.0, center + half)};
+  // All (none) right: the end is exactly 1 (0); the closed form can land a rounding error short
+  // (10 of 10: 0.9999999999999999), and the quality scripts compare accuracies against it.
+  return {successes == 0 ? 0.0 : std::max(0.0, center - half), successes == n ? 1.0 : std::min(1.0, center + half)};
 }
 
 Interval BootstrapMeanInterval(const std::vector<double>& values) {

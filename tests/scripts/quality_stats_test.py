@@ -41,6 +41,13 @@ class WilsonTest(unittest.TestCase):
         self.assertEqual(wilson(50, 50)[1], 1.0)
         self.assertGreater(wilson(50, 50)[0], 0.92)
 
+    def test_all_or_none_right_ends_exactly_at_one_or_zero(self):
+        # The closed form gives 0.9999999999999999 for 10 of 10, 25 of 25, 27 of 27; a chunk row
+        # answering all it was asked was then "above" a prefill_end interval ending at 1.
+        for n in range(1, 201):
+            self.assertEqual(wilson(n, n)[1], 1.0, msg=n)
+            self.assertEqual(wilson(0, n)[0], 0.0, msg=n)
+
 
 class BootstrapTest(unittest.TestCase):
     def test_seeded_and_covers_the_mean(self):

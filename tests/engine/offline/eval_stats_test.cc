@@ -17,6 +17,12 @@ TEST(EvalStatsTest, WilsonIntervalMatchesTheClosedForm) {
   EXPECT_NEAR(none.high, 0.6576, 5e-4);
   EXPECT_NEAR(all.low, 0.9287, 5e-4);
   EXPECT_NEAR(all.high, 1.0, 1e-12);
+  // All or none right ends exactly at 1 or 0 for every n (the closed form gives
+  // 0.9999999999999999 at 10 of 10, which read as "above" an interval ending at 1).
+  for (int64_t n = 1; n <= 200; ++n) {
+    EXPECT_EQ(WilsonInterval(n, n).high, 1.0) << n;
+    EXPECT_EQ(WilsonInterval(0, n).low, 0.0) << n;
+  }
   // More samples, a narrower interval at the same rate.
   EXPECT_LT(WilsonInterval(90, 100).high - WilsonInterval(90, 100).low, a.high - a.low);
 }
