@@ -5,8 +5,9 @@ it gives back what docs/QUALITY.md states for passkey at 8K, 10% (the full cache
 CriticalKV@ripple in chunk mode 28 of them with drop, below its `prefill_end`'s interval, and
 34 with merge-near, inside it); on made-up runs it pools slices, keeps the full cache's rows of
 runs at other settings but no other row of theirs, judges a chunk row against its own policy's
-`prefill_end`, lists the samples two runs answered differently, and gives a run without the
-full cache its answer NLL gap from the full cache's answer NLLs in another run."""
+`prefill_end` (giving no verdict where the full cache answers none), lists the samples two
+runs answered differently, and gives a run without the full cache its answer NLL gap from the
+full cache's answer NLLs in another run."""
 import contextlib
 import io
 import json
@@ -89,6 +90,12 @@ def main():
         write("d_rerun.json", result(5, [("snapkv/chunk+merge-near", "0.10", [1, 0])]))
         # A row run with a setting flag the table does not pool.
         write("e_sinks.json", result(0, [("criticalkv/chunk", "0.10", [1] * 10)], flags=DEFAULTS + " --sink-tokens 40"))
+        # A task the full cache answers none of (variable tracking on SmolLM2): no verdict.
+        none = result(0, [("full", "-", [0] * 10), ("snapkv/prefill_end", "0.10", [0] * 10),
+                          ("snapkv/chunk+merge-mid", "0.10", [0] * 10)])
+        for c in none["cells"]:
+            c["task"] = "vartrack"
+        write("g_none.json", none)
         files = sorted(os.path.join(d, f) for f in os.listdir(d))
         text = run(*files)
         heading = "passkey at 100 tokens, 10% budget (m.gguf, seed 0, plain prompts)"
@@ -103,6 +110,8 @@ def main():
         mid = table_row(text, heading, "snapkv/chunk+merge-mid")
         assert mid[5] == "0.250 [0.250, 0.250] (over 8)", mid
         assert "criticalkv/chunk" not in text, text
+        none = table_row(text, "vartrack at 100 tokens, 10% budget", "snapkv/chunk+merge-mid")
+        assert none[4] == "-" and none[7] == "- (the full cache answers none: read the NLL gap)", none
         assert "snapkv/chunk+merge-near, sample 6: right in c_chunk_5.json (kept), wrong in d_rerun.json" in text, text
         assert "2 files at other settings" in text, text
     print("quality_headline: ok")
