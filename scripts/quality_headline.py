@@ -121,8 +121,8 @@ def row_order(policy):
 def catch_up(policy, rows, key_of, full):
     """Whether a chunk-mode row's accuracy lies in its policy's `prefill_end` interval. Where
     the full cache answers none of the table's samples (variable tracking nearly so on SmolLM2:
-    2 of 50 at 2K) no row
-    has an answer to keep, and "inside" would say nothing: the NLL gap is the measure there."""
+    2 of 50 at 2K) no row has an answer to keep, and "inside" would say nothing: the NLL gap is
+    the measure there."""
     if "/chunk" not in policy:
         return ""
     if full and not any(v[0] for v in full.values()):

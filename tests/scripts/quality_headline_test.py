@@ -38,7 +38,7 @@ def table_row(text, heading, row):
     raise AssertionError(f"no row {row} under {heading}:\n{block}")
 
 
-def result(first, cells, flags=DEFAULTS, pool=31, seed=0, nlls=None, gaps=True):
+def result(first, cells, flags=DEFAULTS, pool=31, seed=0, nlls=None, gaps=True, task="passkey"):
     """A made-up run: cells as (policy, budget, values); `nlls` {policy: each sample's answer NLL};
     without `gaps` it records no NLL gaps, as a run without the full cache."""
     n = len(cells[0][2])
@@ -47,7 +47,7 @@ def result(first, cells, flags=DEFAULTS, pool=31, seed=0, nlls=None, gaps=True):
                      "window": 16, "pool_kernel": pool, "prefill_chunk": 512, "chunk_headroom": 2048,
                      "model": "models/m.gguf", "complete": True,
                      "command": f"kvserve --model models/m.gguf --samples 10 {flags} --json x.json"},
-            "cells": [{"policy": p, "budget": b, "task": "passkey", "context": 100, "values": v,
+            "cells": [{"policy": p, "budget": b, "task": task, "context": 100, "values": v,
                        "answer_nll_gaps": [0.0 if p == "full" else 0.5] * n if gaps else None,
                        "answer_nlls": nlls.get(p), "peak_kv_bytes": 2_000_000}
                       for p, b, v in cells]}
@@ -91,11 +91,8 @@ def main():
         # A row run with a setting flag the table does not pool.
         write("e_sinks.json", result(0, [("criticalkv/chunk", "0.10", [1] * 10)], flags=DEFAULTS + " --sink-tokens 40"))
         # A task the full cache answers none of (variable tracking on SmolLM2): no verdict.
-        none = result(0, [("full", "-", [0] * 10), ("snapkv/prefill_end", "0.10", [0] * 10),
-                          ("snapkv/chunk+merge-mid", "0.10", [0] * 10)])
-        for c in none["cells"]:
-            c["task"] = "vartrack"
-        write("g_none.json", none)
+        write("g_none.json", result(0, [("full", "-", [0] * 10), ("snapkv/prefill_end", "0.10", [0] * 10),
+                                        ("snapkv/chunk+merge-mid", "0.10", [0] * 10)], task="vartrack"))
         files = sorted(os.path.join(d, f) for f in os.listdir(d))
         text = run(*files)
         heading = "passkey at 100 tokens, 10% budget (m.gguf, seed 0, plain prompts)"
