@@ -111,6 +111,10 @@ def main():
         assert none[4] == "-" and none[7] == "- (the full cache answers none: read the NLL gap)", none
         assert "snapkv/chunk+merge-near, sample 6: right in c_chunk_5.json (kept), wrong in d_rerun.json" in text, text
         assert "2 files at other settings" in text, text
+    # A verdict that two decimals would print as "0.02 below [0.02, ...]" gets three.
+    assert quality_headline.verdict(1 / 50, *quality_headline.wilson(3, 50)) == "**below** its [0.021, 0.162]"
+    assert quality_headline.verdict(2 / 10, *quality_headline.wilson(8, 10)) == "**below** its [0.49, 0.94]"
+    assert quality_headline.verdict(1.0, 0.2, 0.5) == "above its [0.20, 0.50]" and quality_headline.verdict(0.5, 0.2, 0.5) == "inside"
     print("quality_headline: ok")
 
 
