@@ -10,7 +10,7 @@ measured with (window 16, pool 31, chunk 512, headroom 2048, no other setting fl
 table per (task, context, budget, draw): each row's answers with a Wilson interval, how many of
 the full cache's right answers it keeps (the same samples), its answer NLL gap to the full
 cache (a run without the full cache paired with the full cache's answer NLLs from another run
-of the same samples), its peak KV bytes, and for a chunk-mode row whether its accuracy lies
+of the same samples on the same CPU kernels), its peak KV bytes, and for a chunk-mode row whether its accuracy lies
 inside the interval of the same policy and plan at `prefill_end` (issue 16's catch-up test).
 
 A run stopped early counts with the samples it finished. Rows run at other settings are left
@@ -64,6 +64,12 @@ def settings_of(meta):
     return recorded_settings(meta)
 
 
+def run_isa(meta):
+    """The CPU kernels' ISA the run used. Runs before the eval recorded it (the forty-second
+    section) name none: every one whose section names its machine ran on an AVX-512 box."""
+    return meta.get("cpu_isa", "avx512")
+
+
 def cell_samples(cell):
     """Each sample of a result cell as (value, answer NLL gap, answer NLL), None for what its run
     did not record: a run with --no-full-reference has NLLs and no gaps, older runs gaps only."""
@@ -72,8 +78,10 @@ def cell_samples(cell):
 
 
 def load(paths):
-    """{(draw, task, context, budget, policy): {sample: (correct, nll_gap, file, peak, nll)}}, the
-    samples two files disagree on, and the files left out."""
+    """{(draw, task, context, budget, policy): {sample: (correct, nll_gap, file, peak, nlls)}}, the
+    samples two files disagree on, and the files left out. nlls is {cpu isa: answer NLL}: the
+    kernels' rounding moves an answer NLL by as much as a policy does (0.1 nats on average at
+    8K, forty-second section), so NLLs pair only within one ISA."""
     rows, disagree, skipped, runs = {}, [], [], []
     for path in paths:
         with open(path) as f:
@@ -92,7 +100,7 @@ def load(paths):
             continue
         # A sample's prompt depends on the seed, task, context and its number, not on --samples.
         draw = (os.path.basename(meta.get("model", "")), meta.get("seed", 0), meta.get("prompt_style", "plain"))
-        first = meta.get("sample_range", [0, meta["samples"]])[0]
+        first, isa = meta.get("sample_range", [0, meta["samples"]])[0], run_isa(meta)
         for c in result["cells"]:
             # The full cache compresses nothing: its answers hold at any compression setting (of
             # runs since chunk mode's headroom, the second day; the first day's prompts differ).
@@ -101,15 +109,16 @@ def load(paths):
                 continue
             key = (draw, c["task"], c["context"], c["budget"], c["policy"])
             for i, (v, g, nll) in enumerate(cell_samples(c)):
-                sample, new = first + i, (v >= 0.5, g, name, c.get("peak_kv_bytes"), nll)
+                nlls = {} if nll is None else {isa: nll}
+                sample, new = first + i, (v >= 0.5, g, name, c.get("peak_kv_bytes"), nlls)
                 old = rows.setdefault(key, {}).setdefault(sample, new)
                 if old[0] != new[0]:
                     disagree.append((key, sample, old[2], old[0], name))
                 elif old is not new:
                     # What the kept file did not measure (a gap without the full cache, an
                     # answer NLL before runs recorded it) a rerun that answered alike gives.
-                    gap, nll = (old[1] if old[1] is not None else g), (old[4] if old[4] is not None else nll)
-                    rows[key][sample] = (old[0], gap, old[2], old[3], nll)
+                    gap = old[1] if old[1] is not None else g
+                    rows[key][sample] = (old[0], gap, old[2], old[3], {**nlls, **old[4]})
     return rows, disagree, skipped
 
 
@@ -148,13 +157,15 @@ def verdict(accuracy, lo, hi):
 
 def nll_gap(sample, full_sample):
     """A sample's answer NLL gap to the full cache: the one its run measured, else (a run without
-    the full cache) its answer NLL less the full cache's on that sample in another run; the
-    full cache compresses nothing, so its NLL is the same in any run but for float rounding."""
+    the full cache) its answer NLL less the full cache's on that sample in another run on the
+    same CPU kernels; the full cache compresses nothing, so its NLL is the same in any such run
+    but for float rounding."""
     if sample[1] is not None:
         return sample[1]
-    if full_sample is None or sample[4] is None or full_sample[4] is None:
+    if full_sample is None:
         return None
-    return sample[4] - full_sample[4]
+    isa = next((i for i in sample[4] if i in full_sample[4]), None)
+    return None if isa is None else sample[4][isa] - full_sample[4][isa]
 
 
 def table(rows, disagree, draw, task, context, budget, out):

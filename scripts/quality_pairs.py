@@ -30,18 +30,18 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from quality_headline import cell_samples, recorded_settings  # noqa: E402
+from quality_headline import cell_samples, recorded_settings, run_isa  # noqa: E402
 from quality_stats import bootstrap_mean, wilson  # noqa: E402
 
-LOG_HEADER = re.compile(r"^kvserve eval: .*, (\d+) samples each, (\S+) prompts, seed (\d+)")
+LOG_HEADER = re.compile(r"^kvserve eval: .*, (\d+) samples each, (\S+) prompts, seed (\d+)(?:, (\w+) kernels)?")
 LOG_ROW = re.compile(r"^  (\S+) (\S+): ([0-9.]+) \(nll gap ([^;)]+)(?:; answer nll ([^;)]+))?")
 LOG_SAMPLE = re.compile(r"^\[(\w+)@(\d+) (\d+)/\d+\]")
 
 
-def load_log(path, samples):
+def load_log(path, samples, isas):
     """A `kvserve eval --verbose` log (a run stopped before its --json was written): each
     sample's row lines come before its "[task@context N/samples]" line, N counting from 1.
-    Returns the draw's identity."""
+    Returns the draw's identity; adds the CPU kernels' ISA to isas."""
     draw, pending = None, []
     with open(path) as f:
         for line in f:
@@ -50,6 +50,7 @@ def load_log(path, samples):
                 if draw is not None and this != draw:
                     sys.exit(f"quality_pairs: {path} holds runs of two draws")
                 draw, pending = this, []
+                isas.add(m.group(4) or run_isa({}))
             elif m := LOG_ROW.match(line):
                 policy, budget = m.group(1), m.group(2)
                 # "-" (and "nan" in logs of older binaries): not measured.
@@ -74,11 +75,13 @@ def run_settings(meta):
             ("headroom", s["chunk_headroom"]))
 
 
-def load_json(path, samples, settings=None):
-    """A `kvserve eval --json` result file; returns the draw's identity."""
+def load_json(path, samples, isas, settings=None):
+    """A `kvserve eval --json` result file; returns the draw's identity and adds the CPU
+    kernels' ISA to isas."""
     with open(path) as f:
         result = json.load(f)
     meta = result["meta"]
+    isas.add(run_isa(meta))
     first = meta.get("sample_range", [0, meta["samples"]])[0]
     for c in result["cells"]:
         if c["task"] == "kl":
@@ -94,14 +97,14 @@ def load_json(path, samples, settings=None):
 
 
 def load(patterns):
-    """{(policy/budget, task, context): {sample: (correct, nll_gap, answer_nll)}} and the draw's identity,
-    from --json result files (and --verbose logs, *.log)."""
+    """{(policy/budget, task, context): {sample: (correct, nll_gap, answer_nll)}}, the draw's identity
+    and the CPU kernels' ISAs the runs used, from --json result files (and --verbose logs, *.log)."""
     files = sorted({f for p in patterns.split() for f in glob.glob(p)})
     if not files:
         sys.exit(f"quality_pairs: no file matches {patterns!r}")
-    samples, draw, settings = {}, None, {}
+    samples, draw, settings, isas = {}, None, {}, set()
     for path in files:
-        this = load_log(path, samples) if path.endswith(".log") else load_json(path, samples, settings)
+        this = load_log(path, samples, isas) if path.endswith(".log") else load_json(path, samples, isas, settings)
         if draw is not None and this != draw:
             sys.exit(f"quality_pairs: {path} is another draw (seed, prompt style {this} against {draw})")
         draw = this
@@ -110,7 +113,7 @@ def load(patterns):
             each = "; ".join(f"{', '.join(f'{k} {v}' for k, v in s)}: {', '.join(names)}" for s, names in runs.items())
             print(f"quality_pairs: warning: {row} on {task}@{context} pools runs at different settings "
                   f"({each}); a sample in two of them keeps the last file's answer", file=sys.stderr)
-    return samples, draw
+    return samples, draw, isas
 
 
 def paired_difference(base, new):
@@ -176,15 +179,20 @@ def main(argv=None):
     ap.add_argument("--full-from", help="glob(s) of the files to read the full cache's answers from "
                     "(default: whichever side has them), for sides whose files lack that row")
     a = ap.parse_args(argv)
-    base, base_draw = load(a.base)
-    new, new_draw = load(a.new)
+    base, base_draw, base_isas = load(a.base)
+    new, new_draw, new_isas = load(a.new)
     if base_draw != new_draw:
         sys.exit(f"quality_pairs: the runs are different draws (seed, prompt style): {base_draw} against {new_draw}")
     full_runs = None
     if a.full_from:
-        full_runs, full_draw = load(a.full_from)
+        full_runs, full_draw, _ = load(a.full_from)
         if full_draw != base_draw:
             sys.exit(f"quality_pairs: --full-from is another draw: {full_draw} against {base_draw}")
+    if base_isas | new_isas != base_isas & new_isas:
+        # Measured on multi-value at 8K (docs/QUALITY.md, forty-second section).
+        print(f"quality_pairs: warning: the sides ran on different CPU kernels ({', '.join(sorted(base_isas))} "
+              f"against {', '.join(sorted(new_isas))}): their answer NLLs differ by the kernels' rounding too "
+              "(0.13 nats a sample, sd, at 8K)", file=sys.stderr)
     return compare(base, new, a.base_row or a.row, a.row, a.full_row, full_runs=full_runs)
 
 

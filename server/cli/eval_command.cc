@@ -18,6 +18,7 @@
 #include "engine/model/model_loader.h"
 #include "engine/offline/eval_runner.h"
 #include "engine/tokenizer/chat_template.h"
+#include "kernels/backend.h"
 #include "nlohmann/json.hpp"
 #include "server/flags/cli_args.h"
 #include "server/flags/command_status.h"
@@ -203,11 +204,17 @@ int RunEval(int argc, char** argv) {
     KV_ASSIGN_OR_FAIL(loaded, TextCorpus::Load(dir, tokenizer));
     corpus = std::make_unique<TextCorpus>(std::move(loaded));
   }
-  std::fprintf(stderr, "kvserve eval: %s, %zu rows x %zu columns, %lld samples each, %s prompts, seed %llu\n",
+  auto backend = MakeCpuBackend();
+  // The kernels' ISA changes the numbers, not only the speed: the AVX2 and AVX-512 tables (and
+  // OpenBLAS's sgemm, chosen per CPU) sum in different orders, and over an 8K prompt the
+  // rounding moves the full cache's answer NLL by up to 0.34 nats (sd 0.13; docs/QUALITY.md,
+  // forty-second section). Recorded so that a run without the full cache takes its NLL gaps
+  // only from a full cache run on the same kernels (scripts/quality_headline.py).
+  const std::string cpu_isa(CpuKernelIsa());
+  std::fprintf(stderr, "kvserve eval: %s, %zu rows x %zu columns, %lld samples each, %s prompts, seed %llu, %s kernels\n",
                model_spec->c_str(), EvalRows(plan).size(), plan.tasks.size() * plan.contexts.size(),
                static_cast<long long>(plan.samples), std::string(PromptStyleName(plan.style)).c_str(),
-               static_cast<unsigned long long>(plan.seed));
-  auto backend = MakeCpuBackend();
+               static_cast<unsigned long long>(plan.seed), cpu_isa.c_str());
   const std::optional<std::string> json_path = args.Get("json");
   // Written after every context too: a long run stopped midway keeps the cells it filled.
   auto write_json = [&](const EvalTable& t, bool complete) {
@@ -226,6 +233,7 @@ int RunEval(int argc, char** argv) {
                            {"chunk_headroom", plan.base.chunk_headroom},
                            {"page_size", plan.page_size},
                            {"seed", plan.seed},
+                           {"cpu_isa", cpu_isa},
                            {"wall_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
     // Set only with --sink-tokens: unset, each policy keeps its own (SinkTokens).
     if (plan.base.n_sink) meta["sink_tokens"] = *plan.base.n_sink;

@@ -7,7 +7,7 @@ CriticalKV@ripple in chunk mode 28 of them with drop, below its `prefill_end`'s 
 runs at other settings but no other row of theirs, judges a chunk row against its own policy's
 `prefill_end` (giving no verdict where the full cache answers none), lists the samples two
 runs answered differently, and gives a run without the full cache its answer NLL gap from the
-full cache's answer NLLs in another run."""
+full cache's answer NLLs in another run on the same CPU kernels (none from another ISA's)."""
 import contextlib
 import io
 import json
@@ -38,12 +38,13 @@ def table_row(text, heading, row):
     raise AssertionError(f"no row {row} under {heading}:\n{block}")
 
 
-def result(first, cells, flags=DEFAULTS, pool=31, seed=0, nlls=None, gaps=True, task="passkey"):
+def result(first, cells, flags=DEFAULTS, pool=31, seed=0, nlls=None, gaps=True, task="passkey", isa=None):
     """A made-up run: cells as (policy, budget, values); `nlls` {policy: each sample's answer NLL};
-    without `gaps` it records no NLL gaps, as a run without the full cache."""
+    without `gaps` it records no NLL gaps, as a run without the full cache; `isa` the CPU
+    kernels it records (none: a run from before the eval recorded them)."""
     n = len(cells[0][2])
     nlls = nlls or {}
-    return {"meta": {"seed": seed, "samples": 10, "prompt_style": "plain", "sample_range": [first, first + n],
+    return {"meta": {**({"cpu_isa": isa} if isa else {}), "seed": seed, "samples": 10, "prompt_style": "plain", "sample_range": [first, first + n],
                      "window": 16, "pool_kernel": pool, "prefill_chunk": 512, "chunk_headroom": 2048,
                      "model": "models/m.gguf", "complete": True,
                      "command": f"kvserve --model models/m.gguf --samples 10 {flags} --json x.json"},
@@ -93,8 +94,22 @@ def main():
         # A task the full cache answers none of (variable tracking on SmolLM2): no verdict.
         write("g_none.json", result(0, [("full", "-", [0] * 10), ("snapkv/prefill_end", "0.10", [0] * 10),
                                         ("snapkv/chunk+merge-mid", "0.10", [0] * 10)], task="vartrack"))
+        # Multikey: the full cache's NLLs from a run that records no ISA (AVX-512), and a run
+        # without the full cache on AVX2: its NLLs pair with none of them.
+        write("h_full.json", result(0, [("full", "-", [1] * 10), ("snapkv/prefill_end", "0.10", [1] * 10)],
+                                    task="multikey", nlls={"full": [1.0] * 10}))
+        write("i_avx2.json", result(0, [("snapkv/chunk+merge-mid", "0.10", [1] * 10)], gaps=False, task="multikey",
+                                    nlls={"snapkv/chunk+merge-mid": [1.5] * 10}, isa="avx2"))
+        files = sorted(os.path.join(d, f) for f in os.listdir(d))
+        other_isa = table_row(run(*files), "multikey at 100 tokens", "snapkv/chunk+merge-mid")
+        assert other_isa[5] == "-", other_isa
+        # The full cache rerun on AVX2 on samples 0-3: those four get a gap (1.5 - 1.25).
+        write("j_full_avx2.json", result(0, [("full", "-", [1] * 4)], task="multikey", nlls={"full": [1.25] * 4},
+                                         isa="avx2"))
         files = sorted(os.path.join(d, f) for f in os.listdir(d))
         text = run(*files)
+        same_isa = table_row(text, "multikey at 100 tokens", "snapkv/chunk+merge-mid")
+        assert same_isa[5] == "0.250 [0.250, 0.250] (over 4)", same_isa
         heading = "passkey at 100 tokens, 10% budget (m.gguf, seed 0, plain prompts)"
         assert table_row(text, heading, "full")[1:4] == ["10", "8", "0.80 [0.49, 0.94]"], text
         # prefill_end at pool 21 is not pooled: the row is b_end's alone.

@@ -5,7 +5,8 @@ cache's 35, the same samples as the pool of 31, none lost or gained); on slices 
 sample number and names the samples lost and gained; a stopped run's --verbose log pairs as
 its JSON would; runs without the full cache's prefill pair on their answer NLLs; runs of
 different draws (seed, prompt style) are refused, runs of more samples are not; a row pooled
-from runs at different settings (pool) is named in a warning, the full cache's row is not."""
+from runs at different settings (pool) is named in a warning, the full cache's row is not, and
+so are sides run on different CPU kernels (AVX2, AVX-512)."""
 import contextlib
 import io
 import json
@@ -75,6 +76,14 @@ def main():
         run("--base", os.path.join(d, "base*.json"), "--new", os.path.join(d, "new_*.json"), stderr=quiet)
         assert quiet.getvalue() == "", quiet.getvalue()
         os.remove(os.path.join(d, "base_b.json"))
+        # A side run on other CPU kernels is named in a warning (files before the field: AVX-512).
+        on_avx2 = result(0, 0, [("snapkv/chunk", "0.10", [0, 1], [0.3, 0.1])])
+        on_avx2["meta"]["cpu_isa"] = "avx2"
+        write("isa_avx2.json", on_avx2)
+        warned = io.StringIO()
+        run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "isa_avx2.json"), stderr=warned)
+        assert "different CPU kernels (avx512 against avx2)" in warned.getvalue(), warned.getvalue()
+        os.remove(os.path.join(d, "isa_avx2.json"))
         # A run of 20 samples draws the same first 10 prompts: it pairs on those it shares.
         write("longer.json", result(0, 2, [("snapkv/chunk", "0.10", [0, 1, 1], [0.2, 0.3, 0.0])], samples=20))
         (block,), text = run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "longer.json"))
