@@ -10,8 +10,9 @@ measured with (window 16, pool 31, chunk 512, headroom 2048, no other setting fl
 table per (task, context, budget, draw): each row's answers with a Wilson interval, how many of
 the full cache's right answers it keeps (the same samples), its answer NLL gap to the full
 cache (a run without the full cache paired with the full cache's answer NLLs from another run
-of the same samples on the same CPU kernels), its peak KV bytes, and for a chunk-mode row whether its accuracy lies
-inside the interval of the same policy and plan at `prefill_end` (issue 16's catch-up test).
+of the same samples on the same CPU kernels), its peak KV bytes, and for a chunk-mode row
+whether its accuracy lies inside the interval of the same policy and plan at `prefill_end`
+(issue 16's catch-up test).
 
 A run stopped early counts with the samples it finished. Rows run at other settings are left
 out and their files counted (the full cache's rows are kept: it compresses nothing). A sample
@@ -80,8 +81,9 @@ def cell_samples(cell):
 def load(paths):
     """{(draw, task, context, budget, policy): {sample: (correct, nll_gap, file, peak, nlls)}}, the
     samples two files disagree on, and the files left out. nlls is {cpu isa: answer NLL}: the
-    kernels' rounding moves an answer NLL by as much as a policy does (0.1 nats on average at
-    8K, forty-second section), so NLLs pair only within one ISA."""
+    kernels' rounding moves an 8K prompt's answer NLL by 0.1 nats on average (docs/QUALITY.md,
+    forty-second section), the size of many differences between rows, so NLLs pair only
+    within one ISA."""
     rows, disagree, skipped, runs = {}, [], [], []
     for path in paths:
         with open(path) as f:

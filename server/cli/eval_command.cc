@@ -211,7 +211,8 @@ int RunEval(int argc, char** argv) {
   // forty-second section). Recorded so that a run without the full cache takes its NLL gaps
   // only from a full cache run on the same kernels (scripts/quality_headline.py).
   const std::string cpu_isa(CpuKernelIsa());
-  std::fprintf(stderr, "kvserve eval: %s, %zu rows x %zu columns, %lld samples each, %s prompts, seed %llu, %s kernels\n",
+  std::fprintf(stderr,
+               "kvserve eval: %s, %zu rows x %zu columns, %lld samples each, %s prompts, seed %llu, %s kernels\n",
                model_spec->c_str(), EvalRows(plan).size(), plan.tasks.size() * plan.contexts.size(),
                static_cast<long long>(plan.samples), std::string(PromptStyleName(plan.style)).c_str(),
                static_cast<unsigned long long>(plan.seed), cpu_isa.c_str());

@@ -38,7 +38,8 @@ def table_row(text, heading, row):
     raise AssertionError(f"no row {row} under {heading}:\n{block}")
 
 
-def result(first, cells, flags=DEFAULTS, pool=31, seed=0, nlls=None, gaps=True, task="passkey", isa=None):
+def result(first, cells, flags=DEFAULTS, pool=31, seed=0, nlls=None, gaps=True, task="passkey",
+           isa=None):
     """A made-up run: cells as (policy, budget, values); `nlls` {policy: each sample's answer NLL};
     without `gaps` it records no NLL gaps, as a run without the full cache; `isa` the CPU
     kernels it records (none: a run from before the eval recorded them)."""
