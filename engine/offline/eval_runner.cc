@@ -146,6 +146,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
           cell.nll_gaps.push_back(score->answer_nll_gap);
           cell.answer_nlls.push_back(score->answer_nll);
           cell.needle_held.push_back(score->answer_kept);
+          cell.answers.push_back(evaluator.last_answer());
         }
         cell.budget_shares.push_back(
             std::min(1.0, evaluator.last_mean_quota() / static_cast<double>(column.context)));

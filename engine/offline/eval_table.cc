@@ -114,6 +114,7 @@ std::string EvalTableJson(const EvalTable& t, const std::string& meta_json) {
         nlohmann::json held = nlohmann::json::array();
         for (double h : cell.needle_held) held.push_back(std::isnan(h) ? nlohmann::json() : nlohmann::json(h));
         j["needle_held"] = std::move(held);
+        j["answers"] = cell.answers;
       }
       cells.push_back(std::move(j));
     }
@@ -122,7 +123,8 @@ std::string EvalTableJson(const EvalTable& t, const std::string& meta_json) {
                         {"contexts_prefilled", t.contexts_prefilled},
                         {"configs_scored", t.configs_scored},
                         {"cells", std::move(cells)}};
-  return out.dump(1);
+  // A model's answer can end inside a multi-byte character: replace, rather than throw on, bad UTF-8.
+  return out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace kvserve

@@ -28,6 +28,9 @@ struct EvalCell {
   std::vector<double> nll_gaps;
   std::vector<double> answer_nlls;  // retrieval, per sample: the answer's NLL under the row (nats)
   std::vector<double> needle_held;  // retrieval, per sample: EvalScore::answer_kept (NaN: unknown)
+  // Retrieval, per sample: the row's greedy answer, so a wrong one can be told apart later (a
+  // digit short, another key's number) without rerunning the sample.
+  std::vector<std::string> answers;
   std::vector<double> budget_shares;  // per sample: mean per-layer budget as a share of the context
   int64_t peak_kv_bytes = 0;     // the most any sample's prefill held
 

@@ -56,6 +56,11 @@ def main():
         assert "answer_nll_gap" not in pooled and "answer_nll_gaps" not in pooled, sorted(pooled)
         assert pooled["answer_nlls"] == [1.0] * some["n"] + [2.0] * some["n"] and pooled["n"] == 2 * some["n"]
         assert quality_table.fmt_gap(pooled) == "-"
+        # Answers pool in sample order; a slice from before the field drops them rather than
+        # leave a list that no longer lines up with the samples.
+        said = quality_table.pooled(dict(some, answers=["1"] * some["n"]), dict(some, answers=["2"] * some["n"]))
+        assert said["answers"] == ["1"] * some["n"] + ["2"] * some["n"], said["answers"]
+        assert "answers" not in quality_table.pooled(dict(some, answers=["1"] * some["n"]), some)
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             quality_table.main(paths, merge_samples=True)

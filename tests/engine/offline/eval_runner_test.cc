@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -108,6 +109,27 @@ TEST_F(EvalRunnerTest, WithoutTheFullReferenceChunkRowsKeepTheirAnswerNllsAndLos
   const nlohmann::json j = nlohmann::json::parse(EvalTableJson(*without, "{}"));
   EXPECT_FALSE(j["cells"][0].contains("answer_nll_gap"));
   EXPECT_EQ(j["cells"][0]["answer_nlls"].size(), 2u);
+  // Each row's answer on each sample is in the JSON, as its progress line quoted it.
+  std::vector<std::string> quoted;
+  for (const std::string& line : lines) {
+    if (line.find("(nll gap -; answer nll ") == std::string::npos) continue;
+    const size_t open = line.find(" '");
+    ASSERT_NE(open, std::string::npos) << line;
+    quoted.push_back(line.substr(open + 2, line.size() - open - 3));
+  }
+  ASSERT_EQ(quoted.size(), 4u);
+  for (size_t r = 0; r < 2; ++r) {
+    ASSERT_TRUE(j["cells"][r].contains("answers"));
+    ASSERT_EQ(j["cells"][r]["answers"].size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      // The random model's bytes are seldom UTF-8: the JSON holds them with bad bytes replaced.
+      const std::string answer = j["cells"][r]["answers"][i].get<std::string>();
+      const std::string quoted_in_json =
+          nlohmann::json(quoted[i * 2 + r]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      EXPECT_EQ(nlohmann::json(absl::StrReplaceAll(answer, {{"\n", "\\n"}})).dump(), quoted_in_json)
+          << "row " << r << " sample " << i;
+    }
+  }
   EXPECT_NE(FormatEvalTable(*without).find("| snapkv/chunk | 0.25 | - |"), std::string::npos)
       << FormatEvalTable(*without);
   // What needs the full cache's prefill is refused, naming the flag and the row.
