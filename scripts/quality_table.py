@@ -51,16 +51,13 @@ def pooled(a, b):
     else:  # a slice run with --no-full-reference has none: a gap over part of the samples would mislead
         for key in ("answer_nll_gaps", "answer_nll_gap", "answer_nll_gap_ci95"):
             c.pop(key, None)
-    if "answer_nlls" in a and "answer_nlls" in b:
-        c["answer_nlls"] = a["answer_nlls"] + b["answer_nlls"]
-    else:
-        c.pop("answer_nlls", None)
-    if "needle_held" in a and "needle_held" in b:
-        c["needle_held"] = a["needle_held"] + b["needle_held"]
-    if "answers" in a and "answers" in b:
-        c["answers"] = a["answers"] + b["answers"]
-    else:  # a run before the field: answers for part of the samples would not line up with them
-        c.pop("answers", None)
+    # Per-sample lists pool in sample order; where one slice predates a field, a list covering
+    # part of the samples would not line up with them, so the pooled cell has none.
+    for key in ("answer_nlls", "needle_held", "answers"):
+        if key in a and key in b:
+            c[key] = a[key] + b[key]
+        else:
+            c.pop(key, None)
     c["peak_kv_bytes"] = max(a["peak_kv_bytes"], b["peak_kv_bytes"])
     return c
 

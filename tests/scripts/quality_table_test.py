@@ -61,6 +61,8 @@ def main():
         said = quality_table.pooled(dict(some, answers=["1"] * some["n"]), dict(some, answers=["2"] * some["n"]))
         assert said["answers"] == ["1"] * some["n"] + ["2"] * some["n"], said["answers"]
         assert "answers" not in quality_table.pooled(dict(some, answers=["1"] * some["n"]), some)
+        held = dict(some, needle_held=[0.5] * some["n"])
+        assert "needle_held" not in quality_table.pooled(held, {k: v for k, v in some.items() if k != "needle_held"})
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             quality_table.main(paths, merge_samples=True)
