@@ -78,6 +78,20 @@ def cell_samples(cell):
     return zip(cell["values"], cell.get("answer_nll_gaps") or [None] * n, cell.get("answer_nlls") or [None] * n)
 
 
+def prompt_of(meta, task):
+    """The seed whose prompts a run's task ran, and which of them its sample i was. Until `kvserve
+    eval` hashed the seed (its JSON says `seed_hashed`), seed s's sample i drew seed 0's sample
+    i ^ s's stream (engine/offline/eval_sample.cc): such a run measured seed 0's prompts and pools
+    with them; but a passkey's depth comes from its sample's number, so its prompt there was
+    sample i ^ s's key at sample i's depth, a draw of no hashed seed's, labelled apart."""
+    seed = meta.get("seed", 0)
+    if not seed or meta.get("seed_hashed"):
+        return seed, lambda i: i
+    if task == "passkey":
+        return f"{seed}, before the seed was hashed", lambda i: i
+    return 0, lambda i: i ^ seed
+
+
 def load(paths):
     """{(draw, task, context, budget, policy): {sample: (correct, nll_gap, file, peak, nlls)}}, the
     samples two files disagree on, and the files left out. nlls is {cpu isa: answer NLL}: the
@@ -101,7 +115,6 @@ def load(paths):
         if not settings:
             continue
         # A sample's prompt depends on the seed, task, context and its number, not on --samples.
-        draw = (os.path.basename(meta.get("model", "")), meta.get("seed", 0), meta.get("prompt_style", "plain"))
         first, isa = meta.get("sample_range", [0, meta["samples"]])[0], run_isa(meta)
         for c in result["cells"]:
             # The full cache compresses nothing: its answers hold at any compression setting (of
@@ -109,10 +122,12 @@ def load(paths):
             full_ok = c["policy"] == "full" and meta.get("chunk_headroom") is not None
             if c["task"] == "kl" or (settings != SETTINGS and not full_ok):
                 continue
+            seed, prompt = prompt_of(meta, c["task"])
+            draw = (os.path.basename(meta.get("model", "")), seed, meta.get("prompt_style", "plain"))
             key = (draw, c["task"], c["context"], c["budget"], c["policy"])
             for i, (v, g, nll) in enumerate(cell_samples(c)):
                 nlls = {} if nll is None else {isa: nll}
-                sample, new = first + i, (v >= 0.5, g, name, c.get("peak_kv_bytes"), nlls)
+                sample, new = prompt(first + i), (v >= 0.5, g, name, c.get("peak_kv_bytes"), nlls)
                 old = rows.setdefault(key, {}).setdefault(sample, new)
                 if old[0] != new[0]:
                     disagree.append((key, sample, old[2], old[0], name))
@@ -244,7 +259,7 @@ def main(argv=None, out=None):
         update(a.update, tables.getvalue())
         return result
     rows, disagree, skipped = load(a.files or glob.glob(os.path.join(ROOT, "docs", "quality", "*.json")))
-    blocks = sorted({k[:4] for k in rows if k[3] != "-"}, key=lambda k: (k[1], k[2], k[3], k[0]))
+    blocks = sorted({k[:4] for k in rows if k[3] != "-"}, key=lambda k: (k[1], k[2], k[3], str(k[0])))
     for draw, task, context, budget in blocks:
         table(rows, disagree, draw, task, context, budget, out)
     print(f"{len(blocks)} tables; {len(skipped)} files at other settings, their compressed rows left out.", file=out)

@@ -9,7 +9,11 @@ SampleRng::SampleRng(uint64_t seed, std::string_view task, int64_t context_token
   // FNV-1a over the task name, then the numbers folded in through Next's mixing.
   uint64_t h = 1469598103934665603ull;
   for (char c : task) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
-  state_ = seed;
+  // The seed enters hashed. Between folds SplitMix64's state only gains a constant, so a raw
+  // seed XORed in where the sample index is made seed s's sample i seed 0's sample i ^ s: a
+  // "second draw" was the first one's prompts in another order. Taking SplitMix64(0) back
+  // out keeps seed 0's prompts, the ones every committed quality result ran on.
+  state_ = SplitMix64(seed) ^ SplitMix64(0);
   for (uint64_t part : {h, static_cast<uint64_t>(context_tokens), static_cast<uint64_t>(sample)}) {
     state_ ^= part;
     Next();

@@ -20,7 +20,8 @@ struct EvalSample {
 };
 
 // SplitMix64 keyed by (seed, task, context length, sample index): the same sample comes out
-// on every machine and standard library, and changing one of them reshuffles only it.
+// on every machine and standard library, and another seed draws other samples (none of its
+// indices gives one of another seed's).
 class SampleRng {
  public:
   SampleRng(uint64_t seed, std::string_view task, int64_t context_tokens, int64_t sample);

@@ -239,6 +239,9 @@ int RunEval(int argc, char** argv) {
     // Set only with --sink-tokens: unset, each policy keeps its own (SinkTokens).
     if (plan.base.n_sink) meta["sink_tokens"] = *plan.base.n_sink;
     if (!plan.full_reference) meta["full_reference"] = false;
+    // Before it, seed s's sample i was seed 0's sample i ^ s (SampleRng): a file without it and
+    // a seed other than 0 ran seed 0's prompts, which scripts/quality_table.py pools so.
+    meta["seed_hashed"] = true;
     std::ofstream out(*json_path);
     out << EvalTableJson(t, meta.dump()) << "\n";
     return static_cast<bool>(out);

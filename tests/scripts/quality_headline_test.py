@@ -7,7 +7,8 @@ CriticalKV@ripple in chunk mode 28 of them with drop, below its `prefill_end`'s 
 runs at other settings but no other row of theirs, judges a chunk row against its own policy's
 `prefill_end` (giving no verdict where the full cache answers none), lists the samples two
 runs answered differently, and gives a run without the full cache its answer NLL gap from the
-full cache's answer NLLs in another run on the same CPU kernels (none from another ISA's)."""
+full cache's answer NLLs in another run on the same CPU kernels (none from another ISA's), and
+pools a run with seed 1 from before the eval hashed its seed as the seed 0 prompts it ran."""
 import contextlib
 import io
 import json
@@ -39,13 +40,13 @@ def table_row(text, heading, row):
 
 
 def result(first, cells, flags=DEFAULTS, pool=31, seed=0, nlls=None, gaps=True, task="passkey",
-           isa=None):
+           isa=None, hashed=False):
     """A made-up run: cells as (policy, budget, values); `nlls` {policy: each sample's answer NLL};
     without `gaps` it records no NLL gaps, as a run without the full cache; `isa` the CPU
     kernels it records (none: a run from before the eval recorded them)."""
     n = len(cells[0][2])
     nlls = nlls or {}
-    return {"meta": {**({"cpu_isa": isa} if isa else {}), "seed": seed, "samples": 10, "prompt_style": "plain", "sample_range": [first, first + n],
+    return {"meta": {**({"cpu_isa": isa} if isa else {}), **({"seed_hashed": True} if hashed else {}), "seed": seed, "samples": 10, "prompt_style": "plain", "sample_range": [first, first + n],
                      "window": 16, "pool_kernel": pool, "prefill_chunk": 512, "chunk_headroom": 2048,
                      "model": "models/m.gguf", "complete": True,
                      "command": f"kvserve --model models/m.gguf --samples 10 {flags} --json x.json"},
@@ -127,6 +128,21 @@ def main():
         assert none[4] == "-" and none[7] == "- (the full cache answers none: read the NLL gap)", none
         assert "snapkv/chunk+merge-near, sample 6: right in c_chunk_5.json (kept), wrong in d_rerun.json" in text, text
         assert "2 files at other settings" in text, text
+        # Seed 1 before the eval hashed its seed drew seed 0's prompts, sample i as i ^ 1: the
+        # legacy run's samples 0 and 1 are seed 0's 1 and 0. A hashed seed 1 is a draw of its own.
+        write("k_seed0.json", result(0, [("full", "-", [1, 1, 0, 0])], task="multivalue"))
+        write("l_seed1_legacy.json", result(0, [("snapkv/prefill_end", "0.10", [1, 0])], task="multivalue", seed=1))
+        write("m_seed1_hashed.json", result(0, [("full", "-", [0, 1]), ("snapkv/prefill_end", "0.10", [0, 0])],
+                                            task="multivalue", seed=1, hashed=True))
+        # A legacy passkey run's prompts are no seed 0 sample's (its depth is its own sample's).
+        write("n_seed1_passkey.json", result(0, [("full", "-", [1, 1]), ("snapkv/prefill_end", "0.10", [1, 0])], seed=1))
+        text = run(*sorted(os.path.join(d, f) for f in os.listdir(d)))
+        assert table_row(text, "passkey at 100 tokens, 10% budget (m.gguf, seed 0,", "full")[1] == "10", text
+        assert "(m.gguf, seed 1, before the seed was hashed, plain prompts)" in text, text
+        legacy = table_row(text, "multivalue at 100 tokens, 10% budget (m.gguf, seed 0,", "snapkv/prefill_end")
+        assert legacy[1:3] == ["2", "1"] and legacy[4].startswith("1 of 2"), legacy
+        hashed = table_row(text, "multivalue at 100 tokens, 10% budget (m.gguf, seed 1,", "snapkv/prefill_end")
+        assert hashed[1:3] == ["2", "0"] and hashed[4].startswith("0 of 1"), hashed
     # A verdict that two decimals would print as "0.02 below [0.02, ...]" gets three.
     assert quality_headline.verdict(1 / 50, *quality_headline.wilson(3, 50)) == "**below** its [0.021, 0.162]"
     assert quality_headline.verdict(2 / 10, *quality_headline.wilson(8, 10)) == "**below** its [0.49, 0.94]"
