@@ -4,25 +4,17 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/model/split_mix64.h"
+
 namespace kvserve {
-namespace {
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 uint64_t MixSeed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
   uint64_t s = seed;
   for (uint64_t x : {a, b, c}) {
     s ^= x + 0x9e3779b97f4a7c15ULL + (s << 6) + (s >> 2);
-    SplitMix64(s);
+    SplitMix64Next(s);
   }
-  return SplitMix64(s);
+  return SplitMix64Next(s);
 }
 
 double LogTotalWeight(absl::Span<const WeightedEntry> bucket) {
@@ -43,7 +35,7 @@ std::vector<int64_t> WeightedDrawCounts(absl::Span<const WeightedEntry> bucket, 
   for (size_t i = 0; i < bucket.size(); ++i) cdf[i] = (acc += std::exp(static_cast<double>(bucket[i].log_w) - lse));
   uint64_t state = seed;
   for (int64_t draw = 0; draw < k; ++draw) {
-    const double u = static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-53 * acc;
+    const double u = static_cast<double>(SplitMix64Next(state) >> 11) * 0x1.0p-53 * acc;
     size_t i = static_cast<size_t>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
     // Rounding can put u at the very end; a zero-weight entry is never drawn.
     i = std::min(i, cdf.size() - 1);
