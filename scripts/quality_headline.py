@@ -114,7 +114,8 @@ def load(paths):
             skipped.append(name)
         if not settings:
             continue
-        # A sample's prompt depends on the seed, task, context and its number, not on --samples.
+        # A sample's prompt depends on the seed, task, context and its number, not on --samples
+        # (but for a passkey's depth, spread over them: every passkey run pooled here has 50).
         first, isa = meta.get("sample_range", [0, meta["samples"]])[0], run_isa(meta)
         for c in result["cells"]:
             # The full cache compresses nothing: its answers hold at any compression setting (of

@@ -6,7 +6,7 @@
 namespace kvserve {
 
 SampleRng::SampleRng(uint64_t seed, std::string_view task, int64_t context_tokens, int64_t sample) {
-  // FNV-1a over the task name, then the numbers folded in through Next's mixing.
+  // FNV-1a over the task name; it and the numbers are XORed into the state, a step between each.
   uint64_t h = 1469598103934665603ull;
   for (char c : task) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
   // The seed enters hashed. Between folds SplitMix64's state only gains a constant, so a raw
