@@ -33,9 +33,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from quality_headline import cell_samples, recorded_settings, run_isa  # noqa: E402
 from quality_stats import bootstrap_mean, wilson  # noqa: E402
 
-LOG_HEADER = re.compile(r"^kvserve eval: .*, (\d+) samples each, (\S+) prompts, seed (\d+)(?:, (\w+) kernels)?")
+LOG_HEADER = re.compile(r"^kvserve eval: .*, (\d+) samples each, (\S+) prompts, seed (\d+)( hashed)?(?:, (\w+) kernels)?")
 LOG_ROW = re.compile(r"^  (\S+) (\S+): ([0-9.]+) \(nll gap ([^;)]+)(?:; answer nll ([^;)]+))?")
 LOG_SAMPLE = re.compile(r"^\[(\w+)@(\d+) (\d+)/\d+\]")
+
+
+def draw_of(seed, style, hashed):
+    """Which prompts a run drew: its seed and prompt style, and whether the eval hashed the seed
+    (a JSON's `seed_hashed`, " hashed" after a log's seed). Before it did, seed s's sample i was
+    seed 0's sample i ^ s, so a seed other than 0 then and now are two draws (seed 0 is one)."""
+    return (seed, style, bool(hashed) or seed == 0)
 
 
 def load_log(path, samples, isas):
@@ -46,11 +53,11 @@ def load_log(path, samples, isas):
     with open(path) as f:
         for line in f:
             if m := LOG_HEADER.match(line):
-                this = (int(m.group(3)), m.group(2))
+                this = draw_of(int(m.group(3)), m.group(2), m.group(4))
                 if draw is not None and this != draw:
                     sys.exit(f"quality_pairs: {path} holds runs of two draws")
                 draw, pending = this, []
-                isas.add(m.group(4) or run_isa({}))
+                isas.add(m.group(5) or run_isa({}))
             elif m := LOG_ROW.match(line):
                 policy, budget = m.group(1), m.group(2)
                 # "-" (and "nan" in logs of older binaries): not measured.
@@ -93,7 +100,7 @@ def load_json(path, samples, isas, settings=None):
             settings.setdefault(key, {}).setdefault(run_settings(meta), []).append(os.path.basename(path))
         for i, (v, g, nll) in enumerate(cell_samples(c)):
             samples.setdefault(key, {})[first + i] = (v >= 0.5, g, nll)
-    return (meta.get("seed", 0), meta.get("prompt_style", "plain"))
+    return draw_of(meta.get("seed", 0), meta.get("prompt_style", "plain"), meta.get("seed_hashed"))
 
 
 def load(patterns):
@@ -106,7 +113,7 @@ def load(patterns):
     for path in files:
         this = load_log(path, samples, isas) if path.endswith(".log") else load_json(path, samples, isas, settings)
         if draw is not None and this != draw:
-            sys.exit(f"quality_pairs: {path} is another draw (seed, prompt style {this} against {draw})")
+            sys.exit(f"quality_pairs: {path} is another draw (seed, prompt style, seed hashed: {this} against {draw})")
         draw = this
     for (row, task, context), runs in sorted(settings.items()):
         if len(runs) > 1:
@@ -182,7 +189,7 @@ def main(argv=None):
     base, base_draw, base_isas = load(a.base)
     new, new_draw, new_isas = load(a.new)
     if base_draw != new_draw:
-        sys.exit(f"quality_pairs: the runs are different draws (seed, prompt style): {base_draw} against {new_draw}")
+        sys.exit(f"quality_pairs: the runs are different draws (seed, prompt style, seed hashed): {base_draw} against {new_draw}")
     full_runs = None
     if a.full_from:
         full_runs, full_draw, _ = load(a.full_from)

@@ -212,10 +212,10 @@ int RunEval(int argc, char** argv) {
   // only from a full cache run on the same kernels (scripts/quality_headline.py).
   const std::string cpu_isa(CpuKernelIsa());
   std::fprintf(stderr,
-               "kvserve eval: %s, %zu rows x %zu columns, %lld samples each, %s prompts, seed %llu, %s kernels\n",
+               "kvserve eval: %s, %zu rows x %zu columns, %lld samples each, %s prompts, seed %llu%s, %s kernels\n",
                model_spec->c_str(), EvalRows(plan).size(), plan.tasks.size() * plan.contexts.size(),
                static_cast<long long>(plan.samples), std::string(PromptStyleName(plan.style)).c_str(),
-               static_cast<unsigned long long>(plan.seed), cpu_isa.c_str());
+               static_cast<unsigned long long>(plan.seed), plan.seed != 0 ? " hashed" : "", cpu_isa.c_str());
   const std::optional<std::string> json_path = args.Get("json");
   // Written after every context too: a long run stopped midway keeps the cells it filled.
   auto write_json = [&](const EvalTable& t, bool complete) {
@@ -239,8 +239,9 @@ int RunEval(int argc, char** argv) {
     // Set only with --sink-tokens: unset, each policy keeps its own (SinkTokens).
     if (plan.base.n_sink) meta["sink_tokens"] = *plan.base.n_sink;
     if (!plan.full_reference) meta["full_reference"] = false;
-    // Before it, seed s's sample i was seed 0's sample i ^ s (SampleRng): a file without it and
-    // a seed other than 0 ran seed 0's prompts, which scripts/quality_table.py pools so.
+    // Before it (and " hashed" after the seed in the header line above), seed s's sample i was
+    // seed 0's sample i ^ s (SampleRng): a file without it and a seed other than 0 ran seed 0's
+    // prompts, which scripts/quality_headline.py pools so and scripts/quality_pairs.py tells apart.
     meta["seed_hashed"] = true;
     std::ofstream out(*json_path);
     out << EvalTableJson(t, meta.dump()) << "\n";

@@ -4,9 +4,10 @@ back what docs/QUALITY.md states (passkey at 8K, seed 0: the pool of 25 keeps 33
 cache's 35, the same samples as the pool of 31, none lost or gained); on slices it pools by
 sample number and names the samples lost and gained; a stopped run's --verbose log pairs as
 its JSON would; runs without the full cache's prefill pair on their answer NLLs; runs of
-different draws (seed, prompt style) are refused, runs of more samples are not; a row pooled
-from runs at different settings (pool) is named in a warning, the full cache's row is not, and
-so are sides run on different CPU kernels (AVX2, AVX-512)."""
+different draws (seed, prompt style, and whether the eval hashed the seed) are refused, runs
+of more samples are not; a row pooled from runs at different settings (pool) is named in a
+warning, the full cache's row is not, and so are sides run on different CPU kernels (AVX2,
+AVX-512)."""
 import contextlib
 import io
 import json
@@ -95,6 +96,22 @@ def main():
             assert "different draws" in str(e), e
         else:
             raise AssertionError("runs of different seeds were paired")
+        # Seed 1 before and after the eval hashed it: two draws; a log's " hashed" says which.
+        hashed = result(1, 0, [("snapkv/chunk", "0.10", [0, 1], [0.0, 0.0])])
+        hashed["meta"]["seed_hashed"] = True
+        write("seed1_hashed.json", hashed)
+        try:
+            run("--base", os.path.join(d, "other_seed.json"), "--new", os.path.join(d, "seed1_hashed.json"))
+        except SystemExit as e:
+            assert "different draws" in str(e), e
+        else:
+            raise AssertionError("seed 1 before and after the eval hashed it were paired")
+        with open(os.path.join(d, "seed1_hashed.log"), "w") as f:
+            f.write("kvserve eval: m.gguf, 1 rows x 1 columns, 10 samples each, plain prompts, seed 1 hashed, avx2 kernels\n"
+                    "  snapkv/chunk 0.10: 1.0000 (nll gap 0.000; needle held by 90% of layer-heads) ' 123'\n"
+                    "[passkey@100 1/10] key at depth 0.10: prefill 1.0 s (100 tok/s), 1 configs 1.0 s\n")
+        (block,), text = run("--base", os.path.join(d, "seed1_hashed.log"), "--new", os.path.join(d, "seed1_hashed.json"))
+        assert (block["n"], block["base"], block["new"]) == (1, 1, 0), block
 
         # A --verbose log of samples 0 and 3 (rows before each "[task@context N/samples]" line, N
         # from 1), with the full cache's answers read from another run (--full-from).
