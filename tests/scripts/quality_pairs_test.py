@@ -37,6 +37,15 @@ def result(seed, first, cells, samples=10):
                       for p, b, v, g in cells]}
 
 
+def refused(message, *argv):
+    """Whether quality_pairs.py stops on argv with an error that says message."""
+    try:
+        run(*argv)
+    except SystemExit as e:
+        return message in str(e)
+    return False
+
+
 def main():
     (block,), text = run("--base", os.path.join(Q, "8000_passkey_pool31_s[0-9]*.json"),
                          "--new", os.path.join(Q, "8000_passkey_pool25_s*.json"))
@@ -90,22 +99,14 @@ def main():
         (block,), text = run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "longer.json"))
         assert (block["n"], block["lost"], block["gained"]) == (2, [2], [3]), block
         write("other_seed.json", result(1, 0, [("snapkv/chunk", "0.10", [1, 1], [0.0, 0.0])]))
-        try:
-            run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "other_seed.json"))
-        except SystemExit as e:
-            assert "different draws" in str(e), e
-        else:
-            raise AssertionError("runs of different seeds were paired")
+        assert refused("different draws", "--base", os.path.join(d, "base.json"),
+                       "--new", os.path.join(d, "other_seed.json")), "runs of different seeds were paired"
         # Seed 1 before and after the eval hashed it: two draws; a log's " hashed" says which.
         hashed = result(1, 0, [("snapkv/chunk", "0.10", [0, 1], [0.0, 0.0])])
         hashed["meta"]["seed_hashed"] = True
         write("seed1_hashed.json", hashed)
-        try:
-            run("--base", os.path.join(d, "other_seed.json"), "--new", os.path.join(d, "seed1_hashed.json"))
-        except SystemExit as e:
-            assert "different draws" in str(e), e
-        else:
-            raise AssertionError("seed 1 before and after the eval hashed it were paired")
+        assert refused("different draws", "--base", os.path.join(d, "other_seed.json"),
+                       "--new", os.path.join(d, "seed1_hashed.json")), "seed 1 before and after its hashing were paired"
         with open(os.path.join(d, "seed1_hashed.log"), "w") as f:
             f.write("kvserve eval: m.gguf, 1 rows x 1 columns, 10 samples each, plain prompts, seed 1 hashed, avx2 kernels\n"
                     "  snapkv/chunk 0.10: 1.0000 (nll gap 0.000; needle held by 90% of layer-heads) ' 123'\n"
@@ -128,13 +129,9 @@ def main():
         assert (block["n"], block["base"], block["new"], block["lost"], block["gained"]) == (2, 1, 1, [], []), block
         assert (block["full"], block["base_of_full"], block["new_of_full"]) == (1, 0, 0), block
         assert abs(block["gap_difference"][0] - ((0.3 - 0.25) + (0.3 + 0.125)) / 2) < 1e-12, block
-        try:
-            run("--base", os.path.join(d, "stopped.log"), "--new", os.path.join(d, "new_*.json"),
-                "--full-from", os.path.join(d, "other_seed.json"))
-        except SystemExit as e:
-            assert "--full-from is another draw" in str(e), e
-        else:
-            raise AssertionError("--full-from of another seed was used")
+        assert refused("--full-from is another draw", "--base", os.path.join(d, "stopped.log"),
+                       "--new", os.path.join(d, "new_*.json"),
+                       "--full-from", os.path.join(d, "other_seed.json")), "--full-from of another seed was used"
 
         # Runs made with --no-full-reference carry answer NLLs and no gaps: their paired
         # difference is the NLLs' (the full cache's NLL cancels), from JSON and from a log alike.
