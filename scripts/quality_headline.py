@@ -79,17 +79,21 @@ def cell_samples(cell):
 
 
 def prompt_of(meta, task):
-    """The seed whose prompts a run's task ran, and which of them its sample i was. Until `kvserve
-    eval` hashed the seed (its JSON says `seed_hashed`), seed s's sample i drew seed 0's sample
-    i ^ s's stream (engine/offline/eval_sample.cc): such a run measured seed 0's prompts and pools
-    with them; but a passkey's depth comes from its sample's number, so its prompt there was
-    sample i ^ s's key at sample i's depth, a draw of no hashed seed's, labelled apart."""
+    """The draw whose prompts a run's task ran (its seed, as the table's heading names it), and
+    which of them its sample i was. A passkey's depth is spread over the run's --samples (sample i
+    of n at 0.1 + 0.8 i / (n - 1); engine/offline/retrieval_tasks.cc), so runs of different
+    --samples ran different passkey prompts under the same numbers: the count is part of its
+    draw. Until `kvserve eval` hashed the seed (its JSON says `seed_hashed`), seed s's sample i
+    drew seed 0's sample i ^ s's stream (engine/offline/eval_sample.cc): such a run measured
+    seed 0's prompts and pools with them; but its passkey prompts were sample i ^ s's key at
+    sample i's depth, a draw of no hashed seed's, labelled apart."""
     seed = meta.get("seed", 0)
+    depths = f", depths over {meta['samples']} samples" if task == "passkey" else ""
     if not seed or meta.get("seed_hashed"):
-        return seed, lambda i: i
+        return f"{seed}{depths}", lambda i: i
     if task == "passkey":
-        return f"{seed}, before the seed was hashed", lambda i: i
-    return 0, lambda i: i ^ seed
+        return f"{seed}, before the seed was hashed{depths}", lambda i: i
+    return "0", lambda i: i ^ seed
 
 
 def load(paths):
@@ -114,8 +118,8 @@ def load(paths):
             skipped.append(name)
         if not settings:
             continue
-        # A sample's prompt depends on the seed, task, context and its number, not on --samples
-        # (but for a passkey's depth, spread over them: every passkey run pooled here has 50).
+        # A sample's prompt depends on the seed, task, context and its number, and a passkey's
+        # on --samples too (prompt_of).
         first, isa = meta.get("sample_range", [0, meta["samples"]])[0], run_isa(meta)
         for c in result["cells"]:
             # The full cache compresses nothing: its answers hold at any compression setting (of

@@ -17,9 +17,11 @@ The full cache's answers come from whichever side has the --full-row (a run of t
 alone pairs with a base run that had both). Runs whose draws differ (seed or prompt style) are
 refused: their sample numbers name different prompts. --samples does not change a sample's
 prompt (each is drawn from the seed, task, context and its number), so a run of 100 samples
-pairs with one of 50 on the 50 they share. A row pooled from runs at different compression
-settings (window, pool, chunk, headroom: a committed run at an older pool matched by a broad
-glob) is paired all the same, with a warning on stderr naming the files of each setting.
+pairs with one of 50 on the 50 they share, but for passkey runs: a passkey's depth is spread
+over --samples, so passkey runs of different --samples are refused too. A row pooled from runs
+at different compression settings (window, pool, chunk, headroom: a committed run at an older
+pool matched by a broad glob) is paired all the same, with a warning on stderr naming the files
+of each setting.
 """
 import argparse
 import glob
@@ -45,18 +47,25 @@ def draw_of(seed, style, hashed):
     return (seed, style, bool(hashed) or seed == 0)
 
 
-def load_log(path, samples, isas):
+def note_spread(spreads, task, context, n_samples):
+    """Records a passkey run's --samples: its sample i's depth is 0.1 + 0.8 i / (n - 1)
+    (engine/offline/retrieval_tasks.cc), so runs of different counts drew different prompts."""
+    if task == "passkey":
+        spreads.setdefault((task, context), set()).add(n_samples)
+
+
+def load_log(path, samples, isas, spreads):
     """A `kvserve eval --verbose` log (a run stopped before its --json was written): each
     sample's row lines come before its "[task@context N/samples]" line, N counting from 1.
     Returns the draw's identity; adds the CPU kernels' ISA to isas."""
-    draw, pending = None, []
+    draw, pending, n_samples = None, [], None
     with open(path) as f:
         for line in f:
             if m := LOG_HEADER.match(line):
                 this = draw_of(int(m.group(3)), m.group(2), m.group(4))
                 if draw is not None and this != draw:
                     sys.exit(f"quality_pairs: {path} holds runs of two draws")
-                draw, pending = this, []
+                draw, pending, n_samples = this, [], int(m.group(1))
                 isas.add(m.group(5) or run_isa({}))
             elif m := LOG_ROW.match(line):
                 policy, budget = m.group(1), m.group(2)
@@ -65,6 +74,7 @@ def load_log(path, samples, isas):
                 pending.append((policy if budget == "-" else f"{policy}/{budget}", float(m.group(3)) >= 0.5,
                                 None if math.isnan(gap) else gap, None if math.isnan(nll) else nll))
             elif m := LOG_SAMPLE.match(line):
+                note_spread(spreads, m.group(1), int(m.group(2)), n_samples)
                 for row, correct, gap, nll in pending:
                     samples.setdefault((row, m.group(1), int(m.group(2))), {})[int(m.group(3)) - 1] = \
                         (correct, gap, nll)
@@ -82,7 +92,7 @@ def run_settings(meta):
             ("headroom", s["chunk_headroom"]))
 
 
-def load_json(path, samples, isas, settings=None):
+def load_json(path, samples, isas, spreads, settings=None):
     """A `kvserve eval --json` result file; returns the draw's identity and adds the CPU
     kernels' ISA to isas."""
     with open(path) as f:
@@ -96,6 +106,7 @@ def load_json(path, samples, isas, settings=None):
         # The full cache's row has no budget ('-'): it is named by its policy alone.
         row = c["policy"] if c["budget"] == "-" else f'{c["policy"]}/{c["budget"]}'
         key = (row, c["task"], c["context"])
+        note_spread(spreads, c["task"], c["context"], meta["samples"])
         if settings is not None and c["policy"] != "full":  # the full cache compresses nothing
             settings.setdefault(key, {}).setdefault(run_settings(meta), []).append(os.path.basename(path))
         for i, (v, g, nll) in enumerate(cell_samples(c)):
@@ -104,23 +115,39 @@ def load_json(path, samples, isas, settings=None):
 
 
 def load(patterns):
-    """{(policy/budget, task, context): {sample: (correct, nll_gap, answer_nll)}}, the draw's identity
-    and the CPU kernels' ISAs the runs used, from --json result files (and --verbose logs, *.log)."""
+    """{(policy/budget, task, context): {sample: (correct, nll_gap, answer_nll)}}, the draw's identity,
+    the CPU kernels' ISAs the runs used, and each passkey (task, context)'s --samples, from --json
+    result files (and --verbose logs, *.log)."""
     files = sorted({f for p in patterns.split() for f in glob.glob(p)})
     if not files:
         sys.exit(f"quality_pairs: no file matches {patterns!r}")
-    samples, draw, settings, isas = {}, None, {}, set()
+    samples, draw, settings, isas, spreads = {}, None, {}, set(), {}
     for path in files:
-        this = load_log(path, samples, isas) if path.endswith(".log") else load_json(path, samples, isas, settings)
+        this = (load_log(path, samples, isas, spreads) if path.endswith(".log")
+                else load_json(path, samples, isas, spreads, settings))
         if draw is not None and this != draw:
             sys.exit(f"quality_pairs: {path} is another draw (seed, prompt style, seed hashed: {this} against {draw})")
         draw = this
+    for (task, context), counts in sorted(spreads.items()):
+        if len(counts) > 1:
+            sys.exit(f"quality_pairs: {task}@{context} in {patterns!r} pools runs of --samples "
+                     f"{' and '.join(map(str, sorted(counts)))}: a passkey's depth is spread over --samples, "
+                     "so their sample numbers name different prompts")
     for (row, task, context), runs in sorted(settings.items()):
         if len(runs) > 1:
             each = "; ".join(f"{', '.join(f'{k} {v}' for k, v in s)}: {', '.join(names)}" for s, names in runs.items())
             print(f"quality_pairs: warning: {row} on {task}@{context} pools runs at different settings "
                   f"({each}); a sample in two of them keeps the last file's answer", file=sys.stderr)
-    return samples, draw, isas
+    return samples, draw, isas, {k: min(v) for k, v in spreads.items()}
+
+
+def refuse_other_spreads(side, spreads, base_spreads):
+    """Exits when a passkey (task, context) both sides ran was run with different --samples."""
+    for key in sorted(spreads.keys() & base_spreads.keys()):
+        if spreads[key] != base_spreads[key]:
+            sys.exit(f"quality_pairs: {side} ran {key[0]}@{key[1]} with --samples {spreads[key]}, the base with "
+                     f"{base_spreads[key]}: a passkey's depth is spread over --samples, so their sample numbers "
+                     "name different prompts")
 
 
 def paired_difference(base, new):
@@ -186,13 +213,15 @@ def main(argv=None):
     ap.add_argument("--full-from", help="glob(s) of the files to read the full cache's answers from "
                     "(default: whichever side has them), for sides whose files lack that row")
     a = ap.parse_args(argv)
-    base, base_draw, base_isas = load(a.base)
-    new, new_draw, new_isas = load(a.new)
+    base, base_draw, base_isas, base_spreads = load(a.base)
+    new, new_draw, new_isas, new_spreads = load(a.new)
+    refuse_other_spreads("the new side", new_spreads, base_spreads)
     if base_draw != new_draw:
         sys.exit(f"quality_pairs: the runs are different draws (seed, prompt style, seed hashed): {base_draw} against {new_draw}")
     full_runs = None
     if a.full_from:
-        full_runs, full_draw, _ = load(a.full_from)
+        full_runs, full_draw, _, full_spreads = load(a.full_from)
+        refuse_other_spreads("--full-from", full_spreads, base_spreads)
         if full_draw != base_draw:
             sys.exit(f"quality_pairs: --full-from is another draw: {full_draw} against {base_draw}")
     if base_isas | new_isas != base_isas & new_isas:

@@ -40,16 +40,16 @@ def table_row(text, heading, row):
 
 
 def result(first, cells, flags=DEFAULTS, pool=31, seed=0, nlls=None, gaps=True, task="passkey",
-           isa=None, hashed=False):
+           isa=None, hashed=False, samples=10):
     """A made-up run: cells as (policy, budget, values); `nlls` {policy: each sample's answer NLL};
     without `gaps` it records no NLL gaps, as a run without the full cache; `isa` the CPU
     kernels it records (none: a run from before the eval recorded them)."""
     n = len(cells[0][2])
     nlls = nlls or {}
-    return {"meta": {**({"cpu_isa": isa} if isa else {}), **({"seed_hashed": True} if hashed else {}), "seed": seed, "samples": 10, "prompt_style": "plain", "sample_range": [first, first + n],
+    return {"meta": {**({"cpu_isa": isa} if isa else {}), **({"seed_hashed": True} if hashed else {}), "seed": seed, "samples": samples, "prompt_style": "plain", "sample_range": [first, first + n],
                      "window": 16, "pool_kernel": pool, "prefill_chunk": 512, "chunk_headroom": 2048,
                      "model": "models/m.gguf", "complete": True,
-                     "command": f"kvserve --model models/m.gguf --samples 10 {flags} --json x.json"},
+                     "command": f"kvserve --model models/m.gguf --samples {samples} {flags} --json x.json"},
             "cells": [{"policy": p, "budget": b, "task": task, "context": 100, "values": v,
                        "answer_nll_gaps": [0.0 if p == "full" else 0.5] * n if gaps else None,
                        "answer_nlls": nlls.get(p), "peak_kv_bytes": 2_000_000}
@@ -112,7 +112,7 @@ def main():
         text = run(*files)
         same_isa = table_row(text, "multikey at 100 tokens", "snapkv/chunk+merge-mid")
         assert same_isa[5] == "0.250 [0.250, 0.250] (over 4)", same_isa
-        heading = "passkey at 100 tokens, 10% budget (m.gguf, seed 0, plain prompts)"
+        heading = "passkey at 100 tokens, 10% budget (m.gguf, seed 0, depths over 10 samples, plain prompts)"
         assert table_row(text, heading, "full")[1:4] == ["10", "8", "0.80 [0.49, 0.94]"], text
         # prefill_end at pool 21 is not pooled: the row is b_end's alone.
         assert table_row(text, heading, "snapkv/prefill_end")[1:3] == ["10", "8"], text
@@ -136,9 +136,14 @@ def main():
                                             task="multivalue", seed=1, hashed=True))
         # A legacy passkey run's prompts are no seed 0 sample's (its depth is its own sample's).
         write("n_seed1_passkey.json", result(0, [("full", "-", [1, 1]), ("snapkv/prefill_end", "0.10", [1, 0])], seed=1))
+        # A passkey's depth is spread over --samples: a run of 20 samples drew other prompts
+        # under the same numbers, a table of its own.
+        write("o_passkey_20.json", result(0, [("full", "-", [0, 0]), ("snapkv/prefill_end", "0.10", [0, 0])], samples=20))
         text = run(*sorted(os.path.join(d, f) for f in os.listdir(d)))
-        assert table_row(text, "passkey at 100 tokens, 10% budget (m.gguf, seed 0,", "full")[1] == "10", text
-        assert "(m.gguf, seed 1, before the seed was hashed, plain prompts)" in text, text
+        assert table_row(text, "passkey at 100 tokens, 10% budget (m.gguf, seed 0, depths over 10", "full")[1:3] == ["10", "8"], text
+        twenty = table_row(text, "passkey at 100 tokens, 10% budget (m.gguf, seed 0, depths over 20", "full")
+        assert twenty[1:3] == ["2", "0"], twenty
+        assert "(m.gguf, seed 1, before the seed was hashed, depths over 10 samples, plain prompts)" in text, text
         legacy = table_row(text, "multivalue at 100 tokens, 10% budget (m.gguf, seed 0,", "snapkv/prefill_end")
         assert legacy[1:3] == ["2", "1"] and legacy[4].startswith("1 of 2"), legacy
         hashed = table_row(text, "multivalue at 100 tokens, 10% budget (m.gguf, seed 1,", "snapkv/prefill_end")

@@ -5,7 +5,8 @@ cache's 35, the same samples as the pool of 31, none lost or gained); on slices 
 sample number and names the samples lost and gained; a stopped run's --verbose log pairs as
 its JSON would; runs without the full cache's prefill pair on their answer NLLs; runs of
 different draws (seed, prompt style, and whether the eval hashed the seed) are refused, runs
-of more samples are not; a row pooled from runs at different settings (pool) is named in a
+of more samples are not, but for passkey runs (a passkey's depth is spread over the run's
+samples); a row pooled from runs at different settings (pool) is named in a
 warning, the full cache's row is not, and so are sides run on different CPU kernels (AVX2,
 AVX-512)."""
 import contextlib
@@ -29,10 +30,10 @@ def run(*argv, stderr=None):
     return blocks, out.getvalue()
 
 
-def result(seed, first, cells, samples=10):
+def result(seed, first, cells, samples=10, task="passkey"):
     n = len(cells[0][2])
     return {"meta": {"seed": seed, "samples": samples, "prompt_style": "plain", "sample_range": [first, first + n]},
-            "cells": [{"policy": p, "budget": b, "task": "passkey", "context": 100, "values": v,
+            "cells": [{"policy": p, "budget": b, "task": task, "context": 100, "values": v,
                        "answer_nll_gaps": [0.0] * n if p == "full" else g, "peak_kv_bytes": 1}
                       for p, b, v, g in cells]}
 
@@ -94,10 +95,21 @@ def main():
         run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "isa_avx2.json"), stderr=warned)
         assert "different CPU kernels (avx512 against avx2)" in warned.getvalue(), warned.getvalue()
         os.remove(os.path.join(d, "isa_avx2.json"))
-        # A run of 20 samples draws the same first 10 prompts: it pairs on those it shares.
-        write("longer.json", result(0, 2, [("snapkv/chunk", "0.10", [0, 1, 1], [0.2, 0.3, 0.0])], samples=20))
-        (block,), text = run("--base", os.path.join(d, "base.json"), "--new", os.path.join(d, "longer.json"))
+        # A multikey run of 20 samples draws the same first 10 prompts: it pairs on those it
+        # shares. A passkey run of 20 does not (its depths are spread over 20): refused, on
+        # either side, and within a side.
+        write("mk_base.json", result(0, 0, [("full", "-", [1, 1, 1, 0], None),
+                                            ("snapkv/chunk", "0.10", [1, 0, 1, 0], [0.1, 0.5, 0.2, 0.3])], task="multikey"))
+        write("mk_longer.json", result(0, 2, [("snapkv/chunk", "0.10", [0, 1, 1], [0.2, 0.3, 0.0])], samples=20,
+                                       task="multikey"))
+        (block,), text = run("--base", os.path.join(d, "mk_base.json"), "--new", os.path.join(d, "mk_longer.json"))
         assert (block["n"], block["lost"], block["gained"]) == (2, [2], [3]), block
+        write("longer.json", result(0, 2, [("snapkv/chunk", "0.10", [0, 1, 1], [0.2, 0.3, 0.0])], samples=20))
+        assert refused("with --samples 20, the base with 10", "--base", os.path.join(d, "base.json"),
+                       "--new", os.path.join(d, "longer.json")), "passkey runs of 10 and 20 samples were paired"
+        assert refused("pools runs of --samples 10 and 20", "--base", os.path.join(d, "base.json"),
+                       "--new", os.path.join(d, "new_a.json") + " " + os.path.join(d, "longer.json")), \
+            "a side pooled passkey runs of 10 and 20 samples"
         write("other_seed.json", result(1, 0, [("snapkv/chunk", "0.10", [1, 1], [0.0, 0.0])]))
         assert refused("different draws", "--base", os.path.join(d, "base.json"),
                        "--new", os.path.join(d, "other_seed.json")), "runs of different seeds were paired"
