@@ -125,6 +125,13 @@ def main():
                     "[passkey@100 1/10] key at depth 0.10: prefill 1.0 s (100 tok/s), 1 configs 1.0 s\n")
         (block,), text = run("--base", os.path.join(d, "seed1_hashed.log"), "--new", os.path.join(d, "seed1_hashed.json"))
         assert (block["n"], block["base"], block["new"]) == (1, 1, 0), block
+        # A log's header names its --samples: a passkey log of 20 against a run of 10 is refused.
+        with open(os.path.join(d, "seed1_hashed_20.log"), "w") as f:
+            f.write("kvserve eval: m.gguf, 1 rows x 1 columns, 20 samples each, plain prompts, seed 1 hashed, avx2 kernels\n"
+                    "  snapkv/chunk 0.10: 1.0000 (nll gap 0.000; needle held by 90% of layer-heads) ' 123'\n"
+                    "[passkey@100 1/20] key at depth 0.10: prefill 1.0 s (100 tok/s), 1 configs 1.0 s\n")
+        assert refused("the base with 20", "--base", os.path.join(d, "seed1_hashed_20.log"),
+                       "--new", os.path.join(d, "seed1_hashed.json")), "a passkey log of 20 samples paired with a run of 10"
 
         # A --verbose log of samples 0 and 3 (rows before each "[task@context N/samples]" line, N
         # from 1), with the full cache's answers read from another run (--full-from).
