@@ -78,17 +78,24 @@ def cell_samples(cell):
     return zip(cell["values"], cell.get("answer_nll_gaps") or [None] * n, cell.get("answer_nlls") or [None] * n)
 
 
+def passkey_spread(task, n_samples):
+    """The run's --samples where a task's prompts depend on it, else None. A passkey's depth is
+    spread over them (sample i of n at 0.1 + 0.8 i / (n - 1); engine/offline/retrieval_tasks.cc),
+    so passkey runs of different --samples ran different prompts under the same numbers; the other
+    tasks' prompts come from the seed, task, context and sample number alone."""
+    return n_samples if task == "passkey" else None
+
+
 def prompt_of(meta, task):
-    """The draw whose prompts a run's task ran (its seed, as the table's heading names it), and
-    which of them its sample i was. A passkey's depth is spread over the run's --samples (sample i
-    of n at 0.1 + 0.8 i / (n - 1); engine/offline/retrieval_tasks.cc), so runs of different
-    --samples ran different passkey prompts under the same numbers: the count is part of its
-    draw. Until `kvserve eval` hashed the seed (its JSON says `seed_hashed`), seed s's sample i
-    drew seed 0's sample i ^ s's stream (engine/offline/eval_sample.cc): such a run measured
-    seed 0's prompts and pools with them; but its passkey prompts were sample i ^ s's key at
-    sample i's depth, a draw of no hashed seed's, labelled apart."""
+    """The draw whose prompts a run's task ran (its seed, and a passkey's --samples: see
+    passkey_spread; as the table's heading names it), and which of them its sample i was. Until
+    `kvserve eval` hashed the seed (its JSON says `seed_hashed`), seed s's sample i drew seed 0's
+    sample i ^ s's stream (engine/offline/eval_sample.cc): such a run measured seed 0's prompts
+    and pools with them; but its passkey prompts were sample i ^ s's key at sample i's depth, a
+    draw of no hashed seed's, labelled apart."""
     seed = meta.get("seed", 0)
-    depths = f", depths over {meta['samples']} samples" if task == "passkey" else ""
+    spread = passkey_spread(task, meta["samples"])
+    depths = f", depths over {spread} samples" if spread is not None else ""
     if not seed or meta.get("seed_hashed"):
         return f"{seed}{depths}", lambda i: i
     if task == "passkey":
@@ -119,7 +126,7 @@ def load(paths):
         if not settings:
             continue
         # A sample's prompt depends on the seed, task, context and its number, and a passkey's
-        # on --samples too (prompt_of).
+        # on --samples too (passkey_spread).
         first, isa = meta.get("sample_range", [0, meta["samples"]])[0], run_isa(meta)
         for c in result["cells"]:
             # The full cache compresses nothing: its answers hold at any compression setting (of

@@ -32,7 +32,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from quality_headline import cell_samples, recorded_settings, run_isa  # noqa: E402
+from quality_headline import cell_samples, passkey_spread, recorded_settings, run_isa  # noqa: E402
 from quality_stats import bootstrap_mean, wilson  # noqa: E402
 
 LOG_HEADER = re.compile(r"^kvserve eval: .*, (\d+) samples each, (\S+) prompts, seed (\d+)( hashed)?(?:, (\w+) kernels)?")
@@ -48,10 +48,10 @@ def draw_of(seed, style, hashed):
 
 
 def note_spread(spreads, task, context, n_samples):
-    """Records a passkey run's --samples: its sample i's depth is 0.1 + 0.8 i / (n - 1)
-    (engine/offline/retrieval_tasks.cc), so runs of different counts drew different prompts."""
-    if task == "passkey":
-        spreads.setdefault((task, context), set()).add(n_samples)
+    """Records the run's --samples for a task whose prompts depend on it (passkey_spread)."""
+    spread = passkey_spread(task, n_samples)
+    if spread is not None:
+        spreads.setdefault((task, context), set()).add(spread)
 
 
 def load_log(path, samples, isas, spreads):
