@@ -73,6 +73,9 @@ absl::Status CacheEvaluator::Prefill(const EvalSample& sample) {
   sample_loaded_ = true;
   answer_spans_ = sample_.continuation.empty() ? AnswerSpans(tokenizer_, sample_.context, sample_.answers)
                                                : std::vector<std::pair<int64_t, int64_t>>{};
+  cue_spans_ = sample_.continuation.empty() && !sample_.cues.empty()
+                   ? AnswerSpans(tokenizer_, sample_.context, sample_.cues)
+                   : std::vector<std::pair<int64_t, int64_t>>{};
   prefill_seconds_ = 0;
   if (!options_.full_reference) return absl::OkStatus();
   window_ = QueryWindow(c.n_layers, options_.window, c.n_heads, c.head_dim);
@@ -224,6 +227,9 @@ absl::StatusOr<EvalScore> CacheEvaluator::Score(const CompressionSettings& setti
   score.peak_kv_bytes = peak_pages * PagePool::PageBytes(pool_->shape());
   if (!answer_spans_.empty() && (!comp || comp->kept_positions())) {
     score.answer_kept = comp ? comp->kept_positions()->ShareHoldingSpans(model_.config.n_kv_heads, answer_spans_) : 1.0;
+    if (!cue_spans_.empty()) {
+      score.cue_kept = comp ? comp->kept_positions()->ShareHoldingSpans(model_.config.n_kv_heads, cue_spans_) : 1.0;
+    }
   }
   if (sample_.continuation.empty()) {
     const std::vector<float>& first = chunked ? chunk_logits : last_logits_;

@@ -55,6 +55,9 @@ struct EvalScore {
   // answer's needle once the prompt is in (1 for the full cache). NaN for kl, merge-reduce, or
   // where the answer's tokens cannot be located.
   double answer_kept = std::numeric_limits<double>::quiet_NaN();
+  // The same for every token of the sample's cues (a multikey needle's key): telling a needle
+  // kept but no longer tied to its key from one dropped. NaN where answer_kept is, or no cues.
+  double cue_kept = std::numeric_limits<double>::quiet_NaN();
 };
 
 class CacheEvaluator {
@@ -108,6 +111,7 @@ class CacheEvaluator {
   std::vector<float> full_logits_;  // kl: [continuation, vocab] with the full cache
   double full_answer_nll_ = 0;      // retrieval: AnswerNll with the full cache
   std::vector<std::pair<int64_t, int64_t>> answer_spans_;  // retrieval: the answers' tokens (answer_span.h)
+  std::vector<std::pair<int64_t, int64_t>> cue_spans_;     // retrieval: the cues' tokens
   std::vector<float> scratch_;
   double prefill_seconds_ = 0;
   std::string last_answer_;

@@ -16,6 +16,9 @@ struct EvalSample {
   std::vector<int32_t> answer_tokens; // retrieval: the answer as the model would say it next
                                       // (" NNNNN"), teacher-forced for its log-likelihood;
                                       // the greedy answer gets at least this many tokens + 4
+  std::vector<std::string> cues;      // retrieval: what ties the asked needle to the question
+                                      // (multikey: "for WORD is:"), first occurrence; whether its
+                                      // tokens survive is reported beside the answer's
   std::string source;                 // where it came from, for progress lines
 };
 

@@ -101,6 +101,7 @@ absl::StatusOr<EvalSample> BuildMultikeySample(const Tokenizer& tokenizer, const
   absl::StatusOr<EvalSample> s = AssembleRetrievalSample(tokenizer, spec, r, prompt, needles, "multikey");
   if (!s.ok()) return s;
   s->answers = {values[asked]};
+  s->cues = {absl::StrCat("for ", word, " is:")};  // the needle's line; the question comes after it
   s->answer_tokens = tokenizer.Encode(absl::StrCat(" ", values[asked]), false, false);
   s->source = absl::StrFormat("key %s at depth %.2f", word, needles[asked].depth);
   return s;

@@ -63,6 +63,9 @@ def main():
         assert "answers" not in quality_table.pooled(dict(some, answers=["1"] * some["n"]), some)
         held = dict(some, needle_held=[0.5] * some["n"])
         assert "needle_held" not in quality_table.pooled(held, {k: v for k, v in some.items() if k != "needle_held"})
+        cued = quality_table.pooled(dict(some, cue_held=[0.25] * some["n"]), dict(some, cue_held=[1.0] * some["n"]))
+        assert cued["cue_held"] == [0.25] * some["n"] + [1.0] * some["n"], cued.get("cue_held")
+        assert "cue_held" not in quality_table.pooled(dict(some, cue_held=[0.25] * some["n"]), some)
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             quality_table.main(paths, merge_samples=True)

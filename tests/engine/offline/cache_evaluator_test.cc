@@ -187,9 +187,15 @@ TEST_F(CacheEvaluatorTest, SaysWhetherTheLayersStillHoldTheNeedle) {
     ASSERT_TRUE(mid.ok()) << mid.status();
     EXPECT_EQ(mid->answer_kept, 0.0);
     EXPECT_EQ(eval_->Score(Settings("full", 1.0))->answer_kept, 1.0);
+    EXPECT_TRUE(std::isnan(mid->cue_kept));  // no cues: not known
     s.answers = {text_of(232, 4)};  // among the last tokens: kept everywhere
+    s.cues = {text_of(100, 3)};     // its key mid-prompt: evicted, reported apart
     ASSERT_TRUE(eval_->Prefill(s).ok());
-    EXPECT_EQ(eval_->Score(tight)->answer_kept, 1.0);
+    auto end = eval_->Score(tight);
+    EXPECT_EQ(end->answer_kept, 1.0);
+    EXPECT_EQ(end->cue_kept, 0.0);
+    EXPECT_EQ(eval_->Score(Settings("full", 1.0))->cue_kept, 1.0);
+    s.cues.clear();
   }
   // Nothing to locate: not known.
   s.answers = {"no such text"};

@@ -88,6 +88,9 @@ TEST(RetrievalTasksTest, MultikeyHoldsFourDistinctNeedlesAndAsksForOneOfThem) {
       const std::string word = text.substr(q, text.find(' ', q) - q);
       EXPECT_NE(text.find("special magic numbers for " + word + " is: " + s->answers.at(0) + "."), std::string::npos)
           << word;
+      // The cue's first occurrence is that needle's key, not the question or another needle.
+      ASSERT_EQ(s->cues, std::vector<std::string>{"for " + word + " is:"});
+      EXPECT_EQ(text.substr(text.find(s->cues[0]), s->cues[0].size() + 1 + 7), s->cues[0] + " " + s->answers.at(0));
       // The answer opens with the needle's own words, and the answer tokens are its digits.
       EXPECT_TRUE(text.ends_with("One of the special magic numbers for " + word + " is:"))
           << text.substr(text.size() - 60);
