@@ -194,6 +194,43 @@ TEST_F(EvalRunnerTest, AContextTooShortForItsTaskFailsBeforeAnyPrefill) {
   EXPECT_NE(RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr).status().message().find("corpus"), std::string::npos);
 }
 
+TEST_F(EvalRunnerTest, MultikeyRowsSayWhetherTheAskedNeedlesKeySurvives) {
+  // A multikey row answering another key's number may have dropped the needle's key rather
+  // than its number: the JSON and the verbose lines carry the key's survival beside the answer's.
+  EvalPlan plan;
+  plan.policies = {"full", "streaming"};
+  plan.budgets = {0.25};
+  plan.contexts = {700};
+  plan.tasks = {EvalTask::kMultikey, EvalTask::kPasskey};
+  plan.samples = 2;
+  plan.base.window = 16;
+  plan.verbose = true;
+  std::vector<std::string> lines;
+  auto table = RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr, [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(table.ok()) << table.status();
+  const nlohmann::json j = nlohmann::json::parse(EvalTableJson(*table, "{}"));
+  int multikey_cells = 0;
+  for (const nlohmann::json& cell : j["cells"]) {
+    ASSERT_EQ(cell["cue_held"].size(), 2u) << cell.dump();
+    for (const nlohmann::json& held : cell["cue_held"]) {
+      if (cell["task"] == "passkey") {
+        EXPECT_TRUE(held.is_null());  // a passkey has no key to tell it from others
+      } else if (cell["policy"] == "full") {
+        EXPECT_EQ(held.get<double>(), 1.0);
+      } else {
+        ASSERT_TRUE(held.is_number()) << cell.dump();
+        EXPECT_GE(held.get<double>(), 0.0);
+        EXPECT_LE(held.get<double>(), 1.0);
+      }
+    }
+    multikey_cells += cell["task"] == "multikey";
+  }
+  EXPECT_EQ(multikey_cells, 2);
+  int keyed = 0;
+  for (const std::string& line : lines) keyed += line.find(", its key by ") != std::string::npos;
+  EXPECT_EQ(keyed, 4) << absl::StrJoin(lines, "\n");  // two multikey samples, two rows each
+}
+
 TEST(EvalTaskTest, NamesRoundTripAndUnknownOnesAreNamed) {
   for (EvalTask t : {EvalTask::kKl, EvalTask::kPasskey, EvalTask::kMultikey, EvalTask::kMultivalue,
                      EvalTask::kVariableTracking}) {
