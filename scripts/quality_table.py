@@ -53,7 +53,7 @@ def pooled(a, b):
             c.pop(key, None)
     # Per-sample lists pool in sample order; where one slice predates a field, a list covering
     # part of the samples would not line up with them, so the pooled cell has none.
-    for key in ("answer_nlls", "needle_held", "cue_held", "answers"):
+    for key in ("answer_nlls", "needle_held", "cue_held", "decoy_held", "answers"):
         if key in a and key in b:
             c[key] = a[key] + b[key]
         else:

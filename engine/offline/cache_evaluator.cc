@@ -76,6 +76,9 @@ absl::Status CacheEvaluator::Prefill(const EvalSample& sample) {
   cue_spans_ = sample_.continuation.empty() && !sample_.cues.empty()
                    ? AnswerSpans(tokenizer_, sample_.context, sample_.cues)
                    : std::vector<std::pair<int64_t, int64_t>>{};
+  decoy_spans_ = sample_.continuation.empty() && !sample_.decoys.empty()
+                     ? AnswerSpans(tokenizer_, sample_.context, sample_.decoys)
+                     : std::vector<std::pair<int64_t, int64_t>>{};
   prefill_seconds_ = 0;
   if (!options_.full_reference) return absl::OkStatus();
   window_ = QueryWindow(c.n_layers, options_.window, c.n_heads, c.head_dim);
@@ -229,6 +232,13 @@ absl::StatusOr<EvalScore> CacheEvaluator::Score(const CompressionSettings& setti
     score.answer_kept = comp ? comp->kept_positions()->ShareHoldingSpans(model_.config.n_kv_heads, answer_spans_) : 1.0;
     if (!cue_spans_.empty()) {
       score.cue_kept = comp ? comp->kept_positions()->ShareHoldingSpans(model_.config.n_kv_heads, cue_spans_) : 1.0;
+    }
+    if (!decoy_spans_.empty()) {
+      double sum = 0;
+      for (const auto& span : decoy_spans_) {
+        sum += comp ? comp->kept_positions()->ShareHoldingSpans(model_.config.n_kv_heads, {&span, 1}) : 1.0;
+      }
+      score.decoy_kept = sum / static_cast<double>(decoy_spans_.size());
     }
   }
   if (sample_.continuation.empty()) {

@@ -58,6 +58,10 @@ struct EvalScore {
   // The same for every token of the sample's cues (a multikey needle's key): telling a needle
   // kept but no longer tied to its key from one dropped. NaN where answer_kept is, or no cues.
   double cue_kept = std::numeric_limits<double>::quiet_NaN();
+  // The same for each of the sample's decoys (the other needles' numbers), averaged over
+  // them: a cache that keeps the other keys' numbers as widely as the asked one's did not
+  // tell them apart. NaN where answer_kept is, or no decoys.
+  double decoy_kept = std::numeric_limits<double>::quiet_NaN();
 };
 
 class CacheEvaluator {
@@ -112,6 +116,7 @@ class CacheEvaluator {
   double full_answer_nll_ = 0;      // retrieval: AnswerNll with the full cache
   std::vector<std::pair<int64_t, int64_t>> answer_spans_;  // retrieval: the answers' tokens (answer_span.h)
   std::vector<std::pair<int64_t, int64_t>> cue_spans_;     // retrieval: the cues' tokens
+  std::vector<std::pair<int64_t, int64_t>> decoy_spans_;   // retrieval: each decoy's tokens
   std::vector<float> scratch_;
   double prefill_seconds_ = 0;
   std::string last_answer_;

@@ -147,6 +147,7 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
           cell.answer_nlls.push_back(score->answer_nll);
           cell.needle_held.push_back(score->answer_kept);
           cell.cue_held.push_back(score->cue_kept);
+          cell.decoy_held.push_back(score->decoy_kept);
           cell.answers.push_back(evaluator.last_answer());
         }
         cell.budget_shares.push_back(
@@ -165,6 +166,9 @@ absl::StatusOr<EvalTable> RunEvalPlan(const Model& model, const Tokenizer& token
                                  ? ""
                                  : absl::StrFormat("; needle held by %.0f%% of layer-heads", 100 * score->answer_kept);
           if (!std::isnan(score->cue_kept)) absl::StrAppendFormat(&kept, ", its key by %.0f%%", 100 * score->cue_kept);
+          if (!std::isnan(score->decoy_kept)) {
+            absl::StrAppendFormat(&kept, ", the other needles by %.0f%%", 100 * score->decoy_kept);
+          }
           // "-" where a figure was not measured (no full-cache reference, or the kl task's answer).
           const auto figure = [](double x) { return std::isnan(x) ? std::string("-") : absl::StrFormat("%.3f", x); };
           say(absl::StrFormat("  %s %.2f: %.4f (nll gap %s; answer nll %s%s)%s", table.rows[r].policy,

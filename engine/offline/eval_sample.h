@@ -19,6 +19,9 @@ struct EvalSample {
   std::vector<std::string> cues;      // retrieval: what ties the asked needle to the question
                                       // (multikey: "for WORD is:"), first occurrence; whether its
                                       // tokens survive is reported beside the answer's
+  std::vector<std::string> decoys;    // retrieval: the other needles' answers (multikey: the
+                                      // other keys' numbers), each at its first occurrence;
+                                      // how widely they survive is reported beside the asked one's
   std::string source;                 // where it came from, for progress lines
 };
 

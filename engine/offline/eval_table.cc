@@ -110,7 +110,8 @@ std::string EvalTableJson(const EvalTable& t, const std::string& meta_json) {
           j["answer_nll_gaps"] = cell.nll_gaps;
         }
         j["answer_nlls"] = cell.answer_nlls;
-        // Per sample, the share of layer-heads holding the needle (and its key); null where unknown.
+        // Per sample, the share of layer-heads holding the needle (its key, the other needles'
+        // numbers on average); null where unknown.
         const auto shares = [](const std::vector<double>& v) {
           nlohmann::json out = nlohmann::json::array();
           for (double h : v) out.push_back(std::isnan(h) ? nlohmann::json() : nlohmann::json(h));
@@ -118,6 +119,7 @@ std::string EvalTableJson(const EvalTable& t, const std::string& meta_json) {
         };
         j["needle_held"] = shares(cell.needle_held);
         j["cue_held"] = shares(cell.cue_held);
+        j["decoy_held"] = shares(cell.decoy_held);
         j["answers"] = cell.answers;
       }
       cells.push_back(std::move(j));

@@ -29,6 +29,7 @@ struct EvalCell {
   std::vector<double> answer_nlls;  // retrieval, per sample: the answer's NLL under the row (nats)
   std::vector<double> needle_held;  // retrieval, per sample: EvalScore::answer_kept (NaN: unknown)
   std::vector<double> cue_held;     // retrieval, per sample: EvalScore::cue_kept (NaN: unknown)
+  std::vector<double> decoy_held;   // retrieval, per sample: EvalScore::decoy_kept (NaN: unknown)
   // Retrieval, per sample: the row's greedy answer, so a wrong one can be told apart later (a
   // digit short, another key's number) without rerunning the sample.
   std::vector<std::string> answers;

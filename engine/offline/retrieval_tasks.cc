@@ -102,6 +102,9 @@ absl::StatusOr<EvalSample> BuildMultikeySample(const Tokenizer& tokenizer, const
   if (!s.ok()) return s;
   s->answers = {values[asked]};
   s->cues = {absl::StrCat("for ", word, " is:")};  // the needle's line; the question comes after it
+  for (int i = 0; i < kMultikeyNeedles; ++i) {
+    if (i != asked) s->decoys.push_back(values[i]);
+  }
   s->answer_tokens = tokenizer.Encode(absl::StrCat(" ", values[asked]), false, false);
   s->source = absl::StrFormat("key %s at depth %.2f", word, needles[asked].depth);
   return s;

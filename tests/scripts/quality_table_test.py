@@ -66,6 +66,9 @@ def main():
         cued = quality_table.pooled(dict(some, cue_held=[0.25] * some["n"]), dict(some, cue_held=[1.0] * some["n"]))
         assert cued["cue_held"] == [0.25] * some["n"] + [1.0] * some["n"], cued.get("cue_held")
         assert "cue_held" not in quality_table.pooled(dict(some, cue_held=[0.25] * some["n"]), some)
+        decoyed = quality_table.pooled(dict(some, decoy_held=[0.5] * some["n"]), dict(some, decoy_held=[0.0] * some["n"]))
+        assert decoyed["decoy_held"] == [0.5] * some["n"] + [0.0] * some["n"], decoyed.get("decoy_held")
+        assert "decoy_held" not in quality_table.pooled(some, dict(some, decoy_held=[0.5] * some["n"]))
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             quality_table.main(paths, merge_samples=True)

@@ -195,7 +195,15 @@ TEST_F(CacheEvaluatorTest, SaysWhetherTheLayersStillHoldTheNeedle) {
     EXPECT_EQ(end->answer_kept, 1.0);
     EXPECT_EQ(end->cue_kept, 0.0);
     EXPECT_EQ(eval_->Score(Settings("full", 1.0))->cue_kept, 1.0);
+    EXPECT_TRUE(std::isnan(end->decoy_kept));  // no decoys: not known
+    s.decoys = {text_of(50, 3), text_of(236, 3)};  // one evicted, one kept: half, on average
+    ASSERT_TRUE(eval_->Prefill(s).ok());
+    auto decoyed = eval_->Score(tight);
+    ASSERT_TRUE(decoyed.ok()) << decoyed.status();
+    EXPECT_EQ(decoyed->decoy_kept, 0.5);
+    EXPECT_EQ(eval_->Score(Settings("full", 1.0))->decoy_kept, 1.0);
     s.cues.clear();
+    s.decoys.clear();
   }
   // Nothing to locate: not known.
   s.answers = {"no such text"};

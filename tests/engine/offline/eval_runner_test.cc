@@ -194,9 +194,10 @@ TEST_F(EvalRunnerTest, AContextTooShortForItsTaskFailsBeforeAnyPrefill) {
   EXPECT_NE(RunEvalPlan(*model_, *tok_, *backend_, plan, nullptr).status().message().find("corpus"), std::string::npos);
 }
 
-TEST_F(EvalRunnerTest, MultikeyRowsSayWhetherTheAskedNeedlesKeySurvives) {
+TEST_F(EvalRunnerTest, MultikeyRowsSayWhetherTheAskedNeedlesKeyAndTheOtherNeedlesSurvive) {
   // A multikey row answering another key's number may have dropped the needle's key rather
-  // than its number: the JSON and the verbose lines carry the key's survival beside the answer's.
+  // than its number, or kept the other needles as widely: the JSON and the verbose lines carry
+  // the key's and the other needles' survival beside the answer's.
   EvalPlan plan;
   plan.policies = {"full", "streaming"};
   plan.budgets = {0.25};
@@ -211,23 +212,28 @@ TEST_F(EvalRunnerTest, MultikeyRowsSayWhetherTheAskedNeedlesKeySurvives) {
   const nlohmann::json j = nlohmann::json::parse(EvalTableJson(*table, "{}"));
   int multikey_cells = 0;
   for (const nlohmann::json& cell : j["cells"]) {
-    ASSERT_EQ(cell["cue_held"].size(), 2u) << cell.dump();
-    for (const nlohmann::json& held : cell["cue_held"]) {
-      if (cell["task"] == "passkey") {
-        EXPECT_TRUE(held.is_null());  // a passkey has no key to tell it from others
-      } else if (cell["policy"] == "full") {
-        EXPECT_EQ(held.get<double>(), 1.0);
-      } else {
-        ASSERT_TRUE(held.is_number()) << cell.dump();
-        EXPECT_GE(held.get<double>(), 0.0);
-        EXPECT_LE(held.get<double>(), 1.0);
+    for (const char* field : {"cue_held", "decoy_held"}) {
+      ASSERT_EQ(cell[field].size(), 2u) << field << cell.dump();
+      for (const nlohmann::json& held : cell[field]) {
+        if (cell["task"] == "passkey") {
+          EXPECT_TRUE(held.is_null()) << field;  // a passkey has no key or other needles
+        } else if (cell["policy"] == "full") {
+          EXPECT_EQ(held.get<double>(), 1.0) << field;
+        } else {
+          ASSERT_TRUE(held.is_number()) << field << cell.dump();
+          EXPECT_GE(held.get<double>(), 0.0) << field;
+          EXPECT_LE(held.get<double>(), 1.0) << field;
+        }
       }
     }
     multikey_cells += cell["task"] == "multikey";
   }
   EXPECT_EQ(multikey_cells, 2);
   int keyed = 0;
-  for (const std::string& line : lines) keyed += line.find(", its key by ") != std::string::npos;
+  for (const std::string& line : lines) {
+    keyed += line.find(", its key by ") != std::string::npos &&
+             line.find(", the other needles by ") != std::string::npos;
+  }
   EXPECT_EQ(keyed, 4) << absl::StrJoin(lines, "\n");  // two multikey samples, two rows each
 }
 

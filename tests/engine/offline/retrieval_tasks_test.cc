@@ -91,6 +91,18 @@ TEST(RetrievalTasksTest, MultikeyHoldsFourDistinctNeedlesAndAsksForOneOfThem) {
       // The cue's first occurrence is that needle's key, not the question or another needle.
       ASSERT_EQ(s->cues, std::vector<std::string>{"for " + word + " is:"});
       EXPECT_EQ(text.substr(text.find(s->cues[0]), s->cues[0].size() + 1 + 7), s->cues[0] + " " + s->answers.at(0));
+      // The decoys are the three other needles' numbers, each on its own needle's line.
+      ASSERT_EQ(s->decoys.size(), 3u);
+      for (const std::string& decoy : s->decoys) {
+        EXPECT_NE(decoy, s->answers.at(0));
+        const size_t at = text.find(" is: " + decoy + ".");
+        ASSERT_NE(at, std::string::npos) << decoy;
+        const size_t line = text.rfind("special magic numbers for ", at);
+        ASSERT_NE(line, std::string::npos) << decoy;
+        const std::string key = text.substr(line + 26, at - line - 26);
+        EXPECT_NE(key, word) << decoy;                     // another key's number
+        EXPECT_EQ(key.find(' '), std::string::npos) << key;  // right after its key
+      }
       // The answer opens with the needle's own words, and the answer tokens are its digits.
       EXPECT_TRUE(text.ends_with("One of the special magic numbers for " + word + " is:"))
           << text.substr(text.size() - 60);
