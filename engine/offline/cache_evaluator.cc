@@ -71,14 +71,14 @@ absl::Status CacheEvaluator::Prefill(const EvalSample& sample) {
   prefilled_.Release(*pool_);
   sample_ = sample;
   sample_loaded_ = true;
-  answer_spans_ = sample_.continuation.empty() ? AnswerSpans(tokenizer_, sample_.context, sample_.answers)
-                                               : std::vector<std::pair<int64_t, int64_t>>{};
-  cue_spans_ = sample_.continuation.empty() && !sample_.cues.empty()
-                   ? AnswerSpans(tokenizer_, sample_.context, sample_.cues)
-                   : std::vector<std::pair<int64_t, int64_t>>{};
-  decoy_spans_ = sample_.continuation.empty() && !sample_.decoys.empty()
-                     ? AnswerSpans(tokenizer_, sample_.context, sample_.decoys)
-                     : std::vector<std::pair<int64_t, int64_t>>{};
+  // Retrieval only; an empty list skips AnswerSpans, which decodes the whole context.
+  const auto spans_of = [&](const std::vector<std::string>& texts) {
+    return sample_.continuation.empty() && !texts.empty() ? AnswerSpans(tokenizer_, sample_.context, texts)
+                                                          : std::vector<std::pair<int64_t, int64_t>>{};
+  };
+  answer_spans_ = spans_of(sample_.answers);
+  cue_spans_ = spans_of(sample_.cues);
+  decoy_spans_ = spans_of(sample_.decoys);
   prefill_seconds_ = 0;
   if (!options_.full_reference) return absl::OkStatus();
   window_ = QueryWindow(c.n_layers, options_.window, c.n_heads, c.head_dim);
@@ -229,15 +229,15 @@ absl::StatusOr<EvalScore> CacheEvaluator::Score(const CompressionSettings& setti
                          : static_cast<double>(sample_.context.size());
   score.peak_kv_bytes = peak_pages * PagePool::PageBytes(pool_->shape());
   if (!answer_spans_.empty() && (!comp || comp->kept_positions())) {
-    score.answer_kept = comp ? comp->kept_positions()->ShareHoldingSpans(model_.config.n_kv_heads, answer_spans_) : 1.0;
-    if (!cue_spans_.empty()) {
-      score.cue_kept = comp ? comp->kept_positions()->ShareHoldingSpans(model_.config.n_kv_heads, cue_spans_) : 1.0;
-    }
+    // The share of layer-heads holding every token of the spans; the full cache holds all.
+    const auto held = [&](absl::Span<const std::pair<int64_t, int64_t>> spans) {
+      return comp ? comp->kept_positions()->ShareHoldingSpans(model_.config.n_kv_heads, spans) : 1.0;
+    };
+    score.answer_kept = held(answer_spans_);
+    if (!cue_spans_.empty()) score.cue_kept = held(cue_spans_);
     if (!decoy_spans_.empty()) {
       double sum = 0;
-      for (const auto& span : decoy_spans_) {
-        sum += comp ? comp->kept_positions()->ShareHoldingSpans(model_.config.n_kv_heads, {&span, 1}) : 1.0;
-      }
+      for (const auto& span : decoy_spans_) sum += held({&span, 1});
       score.decoy_kept = sum / static_cast<double>(decoy_spans_.size());
     }
   }

@@ -97,9 +97,10 @@ TEST(RetrievalTasksTest, MultikeyHoldsFourDistinctNeedlesAndAsksForOneOfThem) {
         EXPECT_NE(decoy, s->answers.at(0));
         const size_t at = text.find(" is: " + decoy + ".");
         ASSERT_NE(at, std::string::npos) << decoy;
-        const size_t line = text.rfind("special magic numbers for ", at);
+        const std::string lead = "special magic numbers for ";
+        const size_t line = text.rfind(lead, at);
         ASSERT_NE(line, std::string::npos) << decoy;
-        const std::string key = text.substr(line + 26, at - line - 26);
+        const std::string key = text.substr(line + lead.size(), at - line - lead.size());
         EXPECT_NE(key, word) << decoy;                     // another key's number
         EXPECT_EQ(key.find(' '), std::string::npos) << key;  // right after its key
       }
